@@ -1,0 +1,520 @@
+// Package sema is the weighted FIFO semaphore behind the public semaphore package and the limiter.
+//
+// It adds, for the limiter, waiters that cost no goroutine: [Sema.AcquireFunc] queues a callback
+// in the same FIFO order as blocking acquirers.
+//
+// # State word
+//
+// Free permits live in one atomic int64 so that an uncontended Acquire and Release are a single
+// compare-and-swap each. While the queue is non-empty, the word is offset by -bias: in fair mode
+// the fast path then fails on its own (the word is hugely negative), and a Release sees at once
+// that it must take the lock to hand its permits to the queue. Every change of the word is an
+// atomic operation, so a fast-path racer that loses a compare-and-swap simply retries.
+package sema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// MaxPermits bounds the capacity, so that the waiter offset never overlaps a real count, even
+	// for the moment an over-release is counted before it is refused.
+	MaxPermits = 1 << 59
+	bias       = 1 << 62
+	// Words below threshold carry the waiter offset; real counts lie in [-MaxPermits, MaxPermits].
+	threshold = -(1 << 61)
+)
+
+// ErrTimeout is returned when a timed acquire runs out of time. It matches context.DeadlineExceeded.
+var ErrTimeout error = timeoutError("semaphore: acquire timed out")
+
+// ErrInvalidWeight is returned for a request that can never be served: n < 0 or n > capacity.
+var ErrInvalidWeight = errors.New("semaphore: invalid weight")
+
+type timeoutError string
+
+func (e timeoutError) Error() string        { return string(e) }
+func (e timeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+func (e timeoutError) Timeout() bool        { return true } // like net.Error, for callers that ask
+
+// Waiter is a queued request. Nodes for blocking waiters are recycled per semaphore (never
+// through a global pool: a node's channel and timer belong to the synctest bubble, if any, that
+// made them, and a semaphore is used from one bubble).
+type Waiter struct {
+	n          int64
+	prev, next *Waiter
+	queued     bool          // on the queue; guarded by Sema.mu
+	err        error         // set before the waiter is signalled; nil means granted
+	ready      chan struct{} // blocking waiters: one token when signalled
+	fn         func(error)   // asynchronous waiters: called once when signalled
+	timer      *time.Timer   // blocking waiters with a timeout; reused with the node
+}
+
+// Sema is a weighted semaphore with a strict FIFO queue. The zero value is not usable; call [New].
+type Sema struct {
+	state    atomic.Int64 // free permits, offset by -bias while anyone is queued
+	capacity atomic.Int64
+	waiting  atomic.Int64 // queue length, for Waiting without the lock
+	fair     bool
+
+	mu         sync.Mutex
+	head, tail *Waiter
+	closed     error // set by Close: every request that would queue fails with it
+
+	// free recycles blocking waiters. It is per semaphore, not global: a node's channel and
+	// timer belong to the synctest bubble, if any, that made them.
+	free sync.Pool
+}
+
+// New returns a semaphore with the given capacity. It panics if permits is negative or above
+// MaxPermits.
+func New(permits int64, fair bool) *Sema {
+	s := new(Sema)
+	s.Init(permits, fair)
+	return s
+}
+
+// Init readies a zero Sema in place, for embedding; see [New].
+func (s *Sema) Init(permits int64, fair bool) {
+	if permits < 0 {
+		panic(fmt.Sprintf("semaphore: New: negative capacity %d", permits))
+	}
+	if permits > MaxPermits {
+		panic(fmt.Sprintf("semaphore: New: capacity %d above the maximum %d", permits, int64(MaxPermits)))
+	}
+	s.fair = fair
+	s.state.Store(permits)
+	s.capacity.Store(permits)
+}
+
+func decode(word int64) (avail int64, queued bool) {
+	if word < threshold {
+		return word + bias, true
+	}
+	return word, false
+}
+
+// Fair reports whether arrivals wait behind queued waiters.
+func (s *Sema) Fair() bool { return s.fair }
+
+// Available returns capacity minus held permits; negative after a shrink.
+func (s *Sema) Available() int64 {
+	avail, _ := decode(s.state.Load())
+	return avail
+}
+
+// Capacity returns the current capacity.
+func (s *Sema) Capacity() int64 { return s.capacity.Load() }
+
+// Waiting returns the number of queued waiters.
+func (s *Sema) Waiting() int { return int(s.waiting.Load()) }
+
+// take is the lock-free fast path: it takes n permits if they are free and, in fair mode, nobody
+// is queued.
+func (s *Sema) take(n int64) bool {
+	for {
+		word := s.state.Load()
+		avail := word
+		if word < threshold {
+			if s.fair {
+				return false
+			}
+			avail += bias
+		}
+		if avail < n {
+			return false
+		}
+		if s.state.CompareAndSwap(word, word-n) {
+			return true
+		}
+	}
+}
+
+func (s *Sema) invalid(n int64) error {
+	return fmt.Errorf("%w: %d permits requested, capacity %d", ErrInvalidWeight, n, s.capacity.Load())
+}
+
+// Acquire blocks until n permits are held, or ctx ends (ctx.Err(), holding nothing).
+func (s *Sema) Acquire(ctx context.Context, n int64) error {
+	if n < 0 || n > s.capacity.Load() {
+		return s.invalid(n)
+	}
+	done := ctx.Done()
+	if done != nil {
+		select {
+		case <-done:
+			return ctx.Err()
+		default:
+		}
+	}
+	if n == 0 || s.take(n) {
+		return nil
+	}
+	return s.acquireSlow(ctx, n, false, 0)
+}
+
+// AcquireTimeout is Acquire that gives up with ErrTimeout after d. With d <= 0 it never waits.
+func (s *Sema) AcquireTimeout(ctx context.Context, n int64, d time.Duration) error {
+	if n < 0 || n > s.capacity.Load() {
+		return s.invalid(n)
+	}
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-done:
+			return ctx.Err()
+		default:
+		}
+	}
+	if n == 0 || s.take(n) {
+		return nil
+	}
+	if d <= 0 {
+		return ErrTimeout
+	}
+	return s.acquireSlow(ctx, n, true, d)
+}
+
+// TryAcquire takes n permits if it can without waiting.
+func (s *Sema) TryAcquire(n int64) bool {
+	if n < 0 || n > s.capacity.Load() {
+		return false
+	}
+	return n == 0 || s.take(n)
+}
+
+func (s *Sema) acquireSlow(ctx context.Context, n int64, timed bool, d time.Duration) error {
+	s.mu.Lock()
+	// The fast path may have lost only a race: retry under the lock, where the queue is stable.
+	if (s.head == nil || !s.fair) && s.take(n) {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.closed != nil {
+		err := s.closed
+		s.mu.Unlock()
+		return err
+	}
+	w := s.node() // under the lock, but cheap; the lock keeps the queue consistent
+	w.n = n
+	woken := s.enqueue(w)
+	s.mu.Unlock()
+	signal(woken)
+
+	var expired <-chan time.Time
+	if timed {
+		if w.timer == nil {
+			w.timer = time.NewTimer(d)
+		} else {
+			w.timer.Reset(d)
+		}
+		expired = w.timer.C
+	}
+	var err error
+	done := ctx.Done()
+	switch {
+	case done == nil && expired == nil: // a plain receive is cheaper than a select
+		<-w.ready
+		err = w.err
+	case expired == nil:
+		select {
+		case <-w.ready:
+			err = w.err
+		case <-done:
+			err = s.abandon(w, ctx.Err())
+		}
+	default:
+		select {
+		case <-w.ready:
+			err = w.err
+		case <-done:
+			err = s.abandon(w, ctx.Err())
+		case <-expired:
+			err = s.abandon(w, ErrTimeout)
+		}
+	}
+	if timed {
+		w.timer.Stop()
+	}
+	s.recycle(w)
+	return err
+}
+
+// abandon takes w off the queue after its wait ended with cause. If w had been served already,
+// its signal is consumed and what it was given is handed back, so an error always means nothing
+// is held.
+func (s *Sema) abandon(w *Waiter, cause error) error {
+	s.mu.Lock()
+	if w.queued {
+		wasHead := s.head == w
+		s.remove(w)
+		var woken *Waiter
+		if wasHead {
+			// We were at the head of the queue: requests behind us may fit now, and no Release
+			// will wake them.
+			woken = s.grant()
+		}
+		s.mu.Unlock()
+		signal(woken)
+		return cause
+	}
+	s.mu.Unlock()
+	<-w.ready // the signal is on its way, sent after the granter unlocked
+	if w.err == nil {
+		s.Release(w.n)
+	}
+	return cause
+}
+
+// AcquireFunc requests n permits for w without blocking; w is the caller's, zero or done with.
+// It returns acquired if the permits were taken at once (fn is never called), or an error
+// matching ErrInvalidWeight for an impossible request (fn is never called). Otherwise w is queued
+// and fn is later called exactly once, without locks held, on the goroutine that served it: with
+// nil when the permits are held, or with an error matching ErrInvalidWeight when a shrink made
+// the request impossible. [Sema.Cancel] takes a queued w off the queue.
+func (s *Sema) AcquireFunc(w *Waiter, n int64, fn func(error)) (acquired bool, err error) {
+	if n < 0 || n > s.capacity.Load() {
+		return false, s.invalid(n)
+	}
+	if n == 0 || s.take(n) {
+		return true, nil
+	}
+	s.mu.Lock()
+	if (s.head == nil || !s.fair) && s.take(n) {
+		s.mu.Unlock()
+		return true, nil
+	}
+	if s.closed != nil {
+		err := s.closed
+		s.mu.Unlock()
+		return false, err
+	}
+	*w = Waiter{n: n, fn: fn}
+	woken := s.enqueue(w)
+	if !w.queued {
+		// Served while enqueuing; w is the tail, so it was served last and heads the list.
+		woken = woken.next
+		w.next = nil
+		s.mu.Unlock()
+		signal(woken)
+		return w.err == nil, w.err
+	}
+	s.mu.Unlock()
+	signal(woken)
+	return false, nil
+}
+
+// Cancel takes a waiter from AcquireFunc off the queue. It reports true if it did, in which case
+// fn is never called; false means fn has been or is being called.
+func (s *Sema) Cancel(w *Waiter) bool {
+	s.mu.Lock()
+	if !w.queued {
+		s.mu.Unlock()
+		return false
+	}
+	wasHead := s.head == w
+	s.remove(w)
+	var woken *Waiter
+	if wasHead {
+		woken = s.grant()
+	}
+	s.mu.Unlock()
+	signal(woken)
+	return true
+}
+
+// Release returns n permits and serves the queue in order.
+func (s *Sema) Release(n int64) {
+	if n <= 0 {
+		if n < 0 {
+			panic(fmt.Sprintf("semaphore: Release of a negative count %d", n))
+		}
+		return
+	}
+	if n > MaxPermits {
+		panic("semaphore: released more than held")
+	}
+	avail, queued := decode(s.state.Add(n))
+	if avail > s.capacity.Load() {
+		// Refused: take them back. Until then an arrival may have seen them; that is the
+		// misuse being reported, and the count is right again once the panic is raised.
+		s.state.Add(-n)
+		panic("semaphore: released more than held")
+	}
+	if queued {
+		s.wake()
+	}
+}
+
+func (s *Sema) wake() {
+	s.mu.Lock()
+	woken := s.grant()
+	s.mu.Unlock()
+	signal(woken)
+}
+
+// SetCapacity changes the capacity. Growing serves the queue in order; shrinking never blocks
+// and takes effect as permits come back; queued requests above the new capacity fail with
+// ErrInvalidWeight at once.
+func (s *Sema) SetCapacity(n int64) {
+	if n < 0 {
+		panic(fmt.Sprintf("semaphore: SetCapacity: negative capacity %d", n))
+	}
+	if n > MaxPermits {
+		panic(fmt.Sprintf("semaphore: SetCapacity: capacity %d above the maximum %d", n, int64(MaxPermits)))
+	}
+	s.mu.Lock()
+	old := s.capacity.Load()
+	// Order the two stores so that a racing Release only ever sees a looser bound, never a
+	// false "released more than held".
+	if n >= old {
+		s.capacity.Store(n)
+		s.state.Add(n - old)
+	} else {
+		s.state.Add(n - old)
+		s.capacity.Store(n)
+	}
+	var woken *Waiter
+	if n < old {
+		for w := s.head; w != nil; {
+			next := w.next
+			if w.n > n {
+				s.remove(w)
+				w.err = fmt.Errorf("%w: %d permits requested, capacity shrank to %d", ErrInvalidWeight, w.n, n)
+				w.next, woken = woken, w
+			}
+			w = next
+		}
+	}
+	woken = s.grantInto(woken)
+	s.mu.Unlock()
+	signal(woken)
+}
+
+// Close fails every queued request with err, and from then on every request that would have to
+// queue fails with err at once (requests that find free permits still take them). It returns how
+// many queued requests it failed. err must not be nil; a later Close changes nothing.
+func (s *Sema) Close(err error) int {
+	if err == nil {
+		panic("semaphore: Close with a nil error")
+	}
+	s.mu.Lock()
+	if s.closed != nil {
+		s.mu.Unlock()
+		return 0
+	}
+	s.closed = err
+	var woken *Waiter
+	count := 0
+	for w := s.head; w != nil; w = s.head {
+		s.remove(w)
+		w.err = err
+		w.next, woken = woken, w
+		count++
+	}
+	s.mu.Unlock()
+	signal(woken)
+	return count
+}
+
+// enqueue appends w and serves the queue: a Release that ran after our last look but before the
+// offset was in place took the fast path and will not wake anyone, so look again. s.mu is held.
+func (s *Sema) enqueue(w *Waiter) (woken *Waiter) {
+	w.queued = true
+	w.err = nil
+	if s.tail == nil {
+		s.head, s.tail = w, w
+		s.state.Add(-bias)
+	} else {
+		w.prev = s.tail
+		s.tail.next = w
+		s.tail = w
+	}
+	s.waiting.Add(1)
+	return s.grant()
+}
+
+// remove unlinks w. s.mu is held.
+func (s *Sema) remove(w *Waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		s.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		s.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	w.queued = false
+	s.waiting.Add(-1)
+	if s.head == nil {
+		s.state.Add(bias)
+	}
+}
+
+func (s *Sema) grant() *Waiter { return s.grantInto(nil) }
+
+// grantInto serves waiters from the head while their requests fit, strictly in order, and
+// returns them, linked through next, prepended to woken. s.mu is held.
+func (s *Sema) grantInto(woken *Waiter) *Waiter {
+	for w := s.head; w != nil; w = s.head {
+		if w.n > s.capacity.Load() {
+			s.remove(w)
+			w.err = fmt.Errorf("%w: %d permits requested, capacity %d", ErrInvalidWeight, w.n, s.capacity.Load())
+			w.next, woken = woken, w
+			continue
+		}
+		for {
+			word := s.state.Load()
+			if word+bias < w.n { // the offset is in place while w is queued
+				return woken
+			}
+			if s.state.CompareAndSwap(word, word-w.n) {
+				break
+			}
+		}
+		s.remove(w)
+		w.next, woken = woken, w
+	}
+	return woken
+}
+
+// signal tells each served waiter, outside the lock. The list is in reverse order of service;
+// reverse it so waiters learn in queue order.
+func signal(woken *Waiter) {
+	var ordered *Waiter
+	for woken != nil {
+		next := woken.next
+		woken.next, ordered = ordered, woken
+		woken = next
+	}
+	for w := ordered; w != nil; {
+		next := w.next // w may be recycled the moment it is signalled
+		w.next = nil
+		if w.fn != nil {
+			w.fn(w.err)
+		} else {
+			w.ready <- struct{}{}
+		}
+		w = next
+	}
+}
+
+// node returns a blocking waiter from the cache or a new one.
+func (s *Sema) node() *Waiter {
+	if w, ok := s.free.Get().(*Waiter); ok {
+		return w
+	}
+	return &Waiter{ready: make(chan struct{}, 1)}
+}
+
+func (s *Sema) recycle(w *Waiter) {
+	w.err = nil
+	s.free.Put(w)
+}
