@@ -15,7 +15,7 @@ func Example() {
 	ctx := context.Background()
 	sem := semaphore.New(3)
 	var mu sync.Mutex
-	running, most := 0, 0
+	running, most, done := 0, 0, 0
 	var wg sync.WaitGroup
 	for range 10 {
 		wg.Add(1)
@@ -32,12 +32,13 @@ func Example() {
 			time.Sleep(time.Millisecond) // the job
 			mu.Lock()
 			running--
+			done++
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	fmt.Println("at most", most, "at once; free again:", sem.Available())
-	// Output: at most 3 at once; free again: 3
+	fmt.Println("jobs done:", done, "never more than 3 at once:", most <= 3, "free again:", sem.Available())
+	// Output: jobs done: 10 never more than 3 at once: true free again: 3
 }
 
 // Give up on a permit that does not come in time, as a handler protecting a small DB pool would.
@@ -58,8 +59,8 @@ func ExampleSemaphore_AcquireTimeout() {
 	// <nil>
 }
 
-// Weighted requests: a bulk job takes 3 of 4 permits, and small requests queue behind it in
-// arrival order rather than starving it.
+// Weighted requests: a bulk job takes 3 of 4 permits at once; a request for more than the
+// capacity can never be served and says so at once instead of hanging.
 func ExampleSemaphore_Acquire() {
 	ctx := context.Background()
 	sem := semaphore.New(4)

@@ -141,42 +141,37 @@ func (s *Sema) invalid(n int64) error {
 
 // Acquire blocks until n permits are held, or ctx ends (ctx.Err(), holding nothing).
 func (s *Sema) Acquire(ctx context.Context, n int64) error {
-	if n < 0 || n > s.capacity.Load() {
-		return s.invalid(n)
-	}
-	done := ctx.Done()
-	if done != nil {
-		select {
-		case <-done:
-			return ctx.Err()
-		default:
-		}
-	}
-	if n == 0 || s.take(n) {
-		return nil
+	if done, err := s.acquireNow(ctx, n); done {
+		return err
 	}
 	return s.acquireSlow(ctx, n, false, 0)
 }
 
 // AcquireTimeout is Acquire that gives up with ErrTimeout after d. With d <= 0 it never waits.
 func (s *Sema) AcquireTimeout(ctx context.Context, n int64, d time.Duration) error {
-	if n < 0 || n > s.capacity.Load() {
-		return s.invalid(n)
-	}
-	if done := ctx.Done(); done != nil {
-		select {
-		case <-done:
-			return ctx.Err()
-		default:
-		}
-	}
-	if n == 0 || s.take(n) {
-		return nil
+	if done, err := s.acquireNow(ctx, n); done {
+		return err
 	}
 	if d <= 0 {
 		return ErrTimeout
 	}
 	return s.acquireSlow(ctx, n, true, d)
+}
+
+// acquireNow does what an acquire does without waiting, in the contract's order: invalid weight,
+// done ctx, n == 0, free permits. done reports whether the caller has its answer in err.
+func (s *Sema) acquireNow(ctx context.Context, n int64) (done bool, err error) {
+	if n < 0 || n > s.capacity.Load() {
+		return true, s.invalid(n)
+	}
+	if ch := ctx.Done(); ch != nil {
+		select {
+		case <-ch:
+			return true, ctx.Err()
+		default:
+		}
+	}
+	return n == 0 || s.take(n), nil
 }
 
 // TryAcquire takes n permits if it can without waiting.
@@ -248,21 +243,9 @@ func (s *Sema) acquireSlow(ctx context.Context, n int64, timed bool, d time.Dura
 // its signal is consumed and what it was given is handed back, so an error always means nothing
 // is held.
 func (s *Sema) abandon(w *Waiter, cause error) error {
-	s.mu.Lock()
-	if w.queued {
-		wasHead := s.head == w
-		s.remove(w)
-		var woken *Waiter
-		if wasHead {
-			// We were at the head of the queue: requests behind us may fit now, and no Release
-			// will wake them.
-			woken = s.grant()
-		}
-		s.mu.Unlock()
-		signal(woken)
+	if s.Cancel(w) {
 		return cause
 	}
-	s.mu.Unlock()
 	<-w.ready // the signal is on its way, sent after the granter unlocked
 	if w.err == nil {
 		s.Release(w.n)
@@ -308,8 +291,9 @@ func (s *Sema) AcquireFunc(w *Waiter, n int64, fn func(error)) (acquired bool, e
 	return false, nil
 }
 
-// Cancel takes a waiter from AcquireFunc off the queue. It reports true if it did, in which case
-// fn is never called; false means fn has been or is being called.
+// Cancel takes a queued waiter off the queue. It reports true if it did, in which case its fn
+// is never called (or, for a blocking waiter, no signal comes); false means it was served or
+// failed already, and its fn has been or is being called.
 func (s *Sema) Cancel(w *Waiter) bool {
 	s.mu.Lock()
 	if !w.queued {
@@ -320,6 +304,8 @@ func (s *Sema) Cancel(w *Waiter) bool {
 	s.remove(w)
 	var woken *Waiter
 	if wasHead {
+		// It was at the head of the queue: requests behind it may fit now, and no Release will
+		// wake them.
 		woken = s.grant()
 	}
 	s.mu.Unlock()
