@@ -1,0 +1,728 @@
+package limiter_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goloom/loom/limiter"
+)
+
+func TestNewPanicsOnBadLimit(t *testing.T) {
+	assert.PanicsWithValue(t, "limiter: New: limit must be at least 1, got 0", func() { limiter.New(0) })
+	assert.PanicsWithValue(t, "limiter: New: limit must be at least 1, got -3", func() { limiter.New(-3) })
+	assert.NotPanics(t, func() { limiter.New(1) })
+}
+
+func TestOptionsPanicOnMisuse(t *testing.T) {
+	assert.PanicsWithValue(t, "limiter: WithTaskTimeout: timeout must be positive, got 0s",
+		func() { limiter.WithTaskTimeout(0) })
+	assert.PanicsWithValue(t, "limiter: WithTaskTimeout: timeout must be positive, got -1s",
+		func() { limiter.New(1, limiter.WithTaskTimeout(-time.Second)) })
+	assert.PanicsWithValue(t, "limiter: WithMaxWaiting: negative bound -1", func() { limiter.WithMaxWaiting(-1) })
+	assert.NotPanics(t, func() {
+		limiter.New(1, limiter.WithMaxWaiting(0), limiter.WithAcquireTimeout(0), limiter.WithAcquireTimeout(-1),
+			limiter.WithName(""), limiter.WithLogger(nil))
+	})
+}
+
+func TestNilFunctionPanics(t *testing.T) {
+	l := limiter.New(1)
+	assert.PanicsWithValue(t, "limiter: Do: nil function", func() { _ = l.Do(t.Context(), nil) })
+	assert.PanicsWithValue(t, "limiter: Call: nil function", func() { _, _ = limiter.Call[int](t.Context(), l, nil) })
+	assert.PanicsWithValue(t, "limiter: Submit: nil function", func() { limiter.Submit[int](t.Context(), l, nil) })
+	assert.Zero(t, l.Stats().Submitted)
+}
+
+func TestDoReturnsFnErrorAsIs(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []limiter.Option
+	}{
+		{"caller goroutine", nil},
+		{"task timeout", []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := limiter.New(2, tt.opts...)
+			errX := errors.New("x")
+			require.NoError(t, l.Do(t.Context(), func(context.Context) error { return nil }))
+			exactly(t, errX, l.Do(t.Context(), func(context.Context) error { return errX }))
+
+			v, err := limiter.Call(t.Context(), l, func(context.Context) (int, error) { return 7, nil })
+			require.NoError(t, err)
+			assert.Equal(t, 7, v)
+			v, err = limiter.Call(t.Context(), l, func(context.Context) (int, error) { return 8, errX })
+			exactly(t, errX, err)
+			assert.Equal(t, 8, v, "Call returns fn's value with its error, as is")
+
+			s := atRest(t, l)
+			assert.Equal(t, outcomes{Submitted: 4, Completed: 2, Failed: 2}, outcomesOf(s))
+		})
+	}
+}
+
+func TestDoRunsOnCallerGoroutineWithoutTaskTimeout(t *testing.T) {
+	l := limiter.New(1)
+	me := goid()
+	var in string
+	require.NoError(t, l.Do(t.Context(), func(context.Context) error { in = goid(); return nil }))
+	assert.Equal(t, me, in)
+	_, err := limiter.Call(t.Context(), l, func(context.Context) (int, error) { in = goid(); return 0, nil })
+	require.NoError(t, err)
+	assert.Equal(t, me, in)
+}
+
+func TestDoRunsOnOwnGoroutineWithTaskTimeout(t *testing.T) {
+	l := limiter.New(1, limiter.WithTaskTimeout(time.Hour))
+	me := goid()
+	var in string
+	require.NoError(t, l.Do(t.Context(), func(context.Context) error { in = goid(); return nil }))
+	assert.NotEqual(t, me, in)
+	_, err := limiter.Call(t.Context(), l, func(context.Context) (int, error) { in = goid(); return 0, nil })
+	require.NoError(t, err)
+	assert.NotEqual(t, me, in)
+}
+
+// The task's context carries the caller's values (scoped values travel this way) on every path.
+func TestTaskContextCarriesCallerValues(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []limiter.Option
+	}{
+		{"caller goroutine", nil},
+		{"task timeout", []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := limiter.New(1, tt.opts...)
+			ctx := context.WithValue(t.Context(), ctxKey{}, "r-42")
+			var got []any
+			require.NoError(t, l.Do(ctx, func(ctx context.Context) error { got = append(got, ctx.Value(ctxKey{})); return nil }))
+			_, err := limiter.Call(ctx, l, func(ctx context.Context) (int, error) {
+				got = append(got, ctx.Value(ctxKey{}))
+				return 0, nil
+			})
+			require.NoError(t, err)
+			v, err := limiter.Submit(ctx, l, func(ctx context.Context) (any, error) { return ctx.Value(ctxKey{}), nil }).Wait(t.Context())
+			require.NoError(t, err)
+			got = append(got, v)
+			assert.Equal(t, []any{"r-42", "r-42", "r-42"}, got)
+		})
+	}
+}
+
+// The caller's cancellation reaches the task's context.
+func TestCallerCancellationReachesTask(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []limiter.Option
+	}{
+		{"caller goroutine", nil},
+		{"task timeout", []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := limiter.New(1, tt.opts...)
+			ctx, cancel := context.WithCancelCause(t.Context())
+			errStop := errors.New("stop")
+			var cause error
+			err := l.Do(ctx, func(ctx context.Context) error {
+				cancel(errStop)
+				<-ctx.Done()
+				cause = context.Cause(ctx)
+				return ctx.Err()
+			})
+			require.ErrorIs(t, err, context.Canceled)
+			exactly(t, errStop, cause)
+			s := atRest(t, l)
+			assert.Equal(t, outcomes{Submitted: 1, Cancelled: 1}, outcomesOf(s))
+		})
+	}
+}
+
+// A ctx that is already done never gets a slot, even a free one, on every entry point.
+func TestDoneContextNeverRuns(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []limiter.Option
+	}{
+		{"caller goroutine", nil},
+		{"task timeout", []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := limiter.New(1, tt.opts...)
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			ran := false
+			err := l.Do(ctx, func(context.Context) error { ran = true; return nil })
+			exactly(t, context.Canceled, err)
+			_, err = limiter.Call(ctx, l, func(context.Context) (int, error) { ran = true; return 1, nil })
+			exactly(t, context.Canceled, err)
+			_, err = limiter.Submit(ctx, l, func(context.Context) (int, error) { ran = true; return 1, nil }).Wait(t.Context())
+			exactly(t, context.Canceled, err)
+			assert.False(t, ran)
+			s := atRest(t, l)
+			assert.Equal(t, outcomes{Submitted: 3, Cancelled: 3}, outcomesOf(s))
+		})
+	}
+}
+
+func TestAcquireTimeoutRejects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiter.New(1, limiter.WithAcquireTimeout(time.Second))
+		h := hold(t, l)
+		start := time.Now()
+		c := goDo(t.Context(), l, nil)
+		assert.True(t, c.pending())
+		assert.Equal(t, 1, l.Stats().Waiting)
+		err := <-c.err
+		assert.Equal(t, time.Second, time.Since(start), "rejected when the acquire timeout fires, not before")
+		require.ErrorIs(t, err, limiter.ErrRejected)
+		assert.ErrorIs(t, err, limiter.ErrAcquireTimeout)
+		assert.NotErrorIs(t, err, limiter.ErrTooManyWaiting)
+		assert.NotErrorIs(t, err, limiter.ErrClosed)
+		assert.False(t, c.ran)
+
+		// Call and Submit wait the same way.
+		_, err = limiter.Call(t.Context(), l, func(context.Context) (int, error) { return 1, nil })
+		assert.ErrorIs(t, err, limiter.ErrAcquireTimeout)
+		f := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 1, nil })
+		synctest.Wait()
+		assert.Equal(t, 1, l.Stats().Waiting)
+		_, err = f.Wait(t.Context())
+		assert.ErrorIs(t, err, limiter.ErrAcquireTimeout)
+		assert.Equal(t, 3*time.Second, time.Since(start))
+
+		h.free(t)
+		s := atRest(t, l)
+		assert.Equal(t, outcomes{Submitted: 4, Completed: 1, Rejected: 3}, outcomesOf(s))
+	})
+}
+
+func TestAcquireTimeoutGrantedInTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiter.New(1, limiter.WithAcquireTimeout(time.Second))
+		h := hold(t, l)
+		c := goDo(t.Context(), l, nil)
+		f := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 5, nil })
+		time.Sleep(999 * time.Millisecond)
+		h.free(t)
+		require.NoError(t, <-c.err)
+		v, err := f.Wait(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, 5, v)
+		time.Sleep(time.Hour) // the acquire timers are stopped: nothing fires late
+		s := atRest(t, l)
+		assert.Equal(t, outcomes{Submitted: 3, Completed: 3}, outcomesOf(s))
+	})
+}
+
+func TestAcquireTimeoutZeroNeverWaits(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Second} {
+		synctest.Test(t, func(t *testing.T) {
+			l := limiter.New(1, limiter.WithAcquireTimeout(d))
+			require.NoError(t, l.Do(t.Context(), func(context.Context) error { return nil }), "a free slot is taken")
+			h := hold(t, l)
+			start := time.Now()
+			err := l.Do(t.Context(), func(context.Context) error { return nil })
+			assert.ErrorIs(t, err, limiter.ErrAcquireTimeout)
+			_, err = limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 0, nil }).Wait(t.Context())
+			assert.ErrorIs(t, err, limiter.ErrAcquireTimeout)
+			assert.Zero(t, time.Since(start))
+			h.free(t)
+			s := atRest(t, l)
+			assert.Equal(t, outcomes{Submitted: 4, Completed: 2, Rejected: 2}, outcomesOf(s))
+		})
+	}
+}
+
+func TestMaxWaitingRejectsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiter.New(1, limiter.WithMaxWaiting(2))
+		h := hold(t, l)
+		a := goDo(t.Context(), l, nil)
+		b := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 2, nil })
+		assert.Equal(t, 2, l.Stats().Waiting)
+
+		start := time.Now()
+		err := l.Do(t.Context(), func(context.Context) error { return nil })
+		require.ErrorIs(t, err, limiter.ErrRejected)
+		assert.ErrorIs(t, err, limiter.ErrTooManyWaiting)
+		assert.NotErrorIs(t, err, limiter.ErrAcquireTimeout)
+		_, err = limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 0, nil }).Wait(t.Context())
+		assert.ErrorIs(t, err, limiter.ErrTooManyWaiting)
+		assert.Zero(t, time.Since(start))
+
+		h.free(t)
+		require.NoError(t, <-a.err)
+		v, err := b.Wait(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, 2, v)
+		s := atRest(t, l)
+		assert.Equal(t, outcomes{Submitted: 5, Completed: 3, Rejected: 2}, outcomesOf(s))
+	})
+}
+
+func TestMaxWaitingZeroNeverWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiter.New(1, limiter.WithMaxWaiting(0))
+		require.NoError(t, l.Do(t.Context(), func(context.Context) error { return nil }))
+		h := hold(t, l)
+		assert.ErrorIs(t, l.Do(t.Context(), func(context.Context) error { return nil }), limiter.ErrTooManyWaiting)
+		_, err := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 0, nil }).Wait(t.Context())
+		assert.ErrorIs(t, err, limiter.ErrTooManyWaiting)
+		h.free(t)
+		s := atRest(t, l)
+		assert.Equal(t, outcomes{Submitted: 4, Completed: 2, Rejected: 2}, outcomesOf(s))
+	})
+}
+
+// Callers racing for the last places in the queue: exactly max of them wait, the rest are
+// rejected. A check-then-queue would let more than max in now and then.
+func TestMaxWaitingExactUnderConcurrency(t *testing.T) {
+	const callers, maxWaiting = 64, 5
+	for range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			l := limiter.New(1, limiter.WithMaxWaiting(maxWaiting))
+			h := hold(t, l)
+			gate := make(chan struct{})
+			errs := make(chan error, callers)
+			for i := range callers {
+				go func() {
+					<-gate
+					if i%2 == 0 {
+						errs <- l.Do(t.Context(), func(context.Context) error { return nil })
+					} else {
+						_, err := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 0, nil }).Wait(t.Context())
+						errs <- err
+					}
+				}()
+			}
+			synctest.Wait()
+			close(gate)
+			synctest.Wait() // each caller is rejected, or waits
+			s := l.Stats()
+			assert.Equal(t, maxWaiting, s.Waiting)
+			assert.Equal(t, int64(callers-maxWaiting), s.Rejected)
+			h.free(t)
+			for range callers {
+				err := <-errs
+				if err != nil {
+					assert.ErrorIs(t, err, limiter.ErrTooManyWaiting)
+				}
+			}
+			s = atRest(t, l)
+			assert.Equal(t, int64(maxWaiting+1), s.Completed)
+		})
+	}
+}
+
+// A task that calls Do on its own full limiter is rejected by the acquire timeout, not hung.
+func TestReentrantDoIsRejectedNotHung(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiter.New(1, limiter.WithAcquireTimeout(time.Second))
+		err := l.Do(t.Context(), func(ctx context.Context) error {
+			return l.Do(ctx, func(context.Context) error { return nil })
+		})
+		assert.ErrorIs(t, err, limiter.ErrAcquireTimeout)
+		s := atRest(t, l)
+		assert.Equal(t, outcomes{Submitted: 2, Rejected: 1, Failed: 1}, outcomesOf(s))
+	})
+}
+
+func TestCallerContextEndsWhileWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiter.New(1, limiter.WithAcquireTimeout(time.Hour))
+		h := hold(t, l)
+
+		ctx, cancel := context.WithCancel(t.Context())
+		c := goDo(ctx, l, nil)
+		cancel()
+		exactly(t, context.Canceled, <-c.err)
+
+		errCause := errors.New("client went away")
+		ctx2, cancel2 := context.WithCancelCause(t.Context())
+		c2 := goDo(ctx2, l, nil)
+		cancel2(errCause)
+		err := <-c2.err
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.ErrorIs(t, err, errCause, "the cause is reported too")
+
+		ctx3, cancel3 := context.WithTimeout(t.Context(), time.Second)
+		defer cancel3()
+		start := time.Now()
+		_, err = limiter.Call(ctx3, l, func(context.Context) (int, error) { return 0, nil })
+		exactly(t, context.DeadlineExceeded, err)
+		assert.Equal(t, time.Second, time.Since(start))
+		assert.False(t, c.ran || c2.ran)
+		assert.Zero(t, l.Stats().Waiting)
+
+		h.free(t)
+		s := atRest(t, l)
+		assert.Equal(t, outcomes{Submitted: 4, Completed: 1, Cancelled: 3}, outcomesOf(s))
+	})
+}
+
+// Without a task timeout the task runs on the caller's goroutine, so Do returns when fn does;
+// an error after the caller's ctx ended counts Cancelled, success still counts Completed.
+func TestCallerContextEndsWhileRunningHere(t *testing.T) {
+	l := limiter.New(1)
+	ctx, cancel := context.WithCancel(t.Context())
+	require.NoError(t, l.Do(ctx, func(context.Context) error { cancel(); return nil }))
+	errX := errors.New("x")
+	ctx, cancel = context.WithCancel(t.Context())
+	exactly(t, errX, l.Do(ctx, func(context.Context) error { cancel(); return errX }))
+	s := atRest(t, l)
+	assert.Equal(t, outcomes{Submitted: 2, Completed: 1, Cancelled: 1}, outcomesOf(s))
+}
+
+// With a task timeout the caller leaves as soon as its ctx ends; the task keeps its slot.
+func TestCallerContextEndsWhileRunningWithTaskTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiter.New(1, limiter.WithTaskTimeout(time.Hour), limiter.WithAcquireTimeout(0))
+		ctx, cancel := context.WithCancel(t.Context())
+		started, release := make(chan struct{}), make(chan struct{})
+		var taskCtxDone bool
+		c := goDo(ctx, l, func(ctx context.Context) error {
+			close(started)
+			<-release // ignores its ctx
+			taskCtxDone = ctx.Err() != nil
+			return nil
+		})
+		<-started
+		cancel()
+		start := time.Now()
+		exactly(t, context.Canceled, <-c.err)
+		assert.Zero(t, time.Since(start), "the caller returns promptly")
+		s := l.Stats()
+		assert.Equal(t, 1, s.InFlight)
+		assert.Equal(t, 1, s.Overrunning)
+		assert.Equal(t, int64(1), s.Cancelled)
+		assert.ErrorIs(t, l.Do(t.Context(), func(context.Context) error { return nil }), limiter.ErrRejected,
+			"the overrunning task still holds the only slot")
+
+		close(release)
+		synctest.Wait()
+		assert.True(t, taskCtxDone)
+		s = atRest(t, l)
+		assert.Equal(t, outcomes{Submitted: 2, Cancelled: 1, Rejected: 1}, outcomesOf(s))
+	})
+}
+
+func TestTaskTimeoutWhenTaskIgnoresContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiter.New(1, limiter.WithTaskTimeout(time.Second), limiter.WithAcquireTimeout(0))
+		release := make(chan struct{})
+		var cause error
+		start := time.Now()
+		c := goDo(t.Context(), l, func(ctx context.Context) error {
+			<-release // ignores ctx
+			cause = context.Cause(ctx)
+			return nil
+		})
+		err := <-c.err
+		assert.Equal(t, time.Second, time.Since(start), "the caller gets the timeout when it fires")
+		exactly(t, limiter.ErrTaskTimeout, err)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+
+		s := l.Stats()
+		assert.Equal(t, 1, s.InFlight, "the overrunning task keeps its slot")
+		assert.Equal(t, 1, s.Overrunning)
+		assert.Equal(t, int64(1), s.TimedOut)
+		assert.ErrorIs(t, l.Do(t.Context(), func(context.Context) error { return nil }), limiter.ErrRejected)
+
+		close(release)
+		synctest.Wait()
+		exactly(t, limiter.ErrTaskTimeout, cause)
+		require.NoError(t, l.Do(t.Context(), func(context.Context) error { return nil }))
+		s = atRest(t, l)
+		assert.Equal(t, outcomes{Submitted: 3, Completed: 1, TimedOut: 1, Rejected: 1}, outcomesOf(s))
+	})
+}
+
+func TestTaskTimeoutWhenTaskHeedsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiter.New(1, limiter.WithTaskTimeout(time.Second))
+		start := time.Now()
+		var cause error
+		v, err := limiter.Call(t.Context(), l, func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			return 9, ctx.Err()
+		})
+		exactly(t, limiter.ErrTaskTimeout, err)
+		assert.Zero(t, v)
+		assert.Equal(t, time.Second, time.Since(start))
+		synctest.Wait() // the task returns soon after
+		exactly(t, limiter.ErrTaskTimeout, cause)
+		s := atRest(t, l)
+		assert.Equal(t, outcomes{Submitted: 1, TimedOut: 1}, outcomesOf(s))
+	})
+}
+
+// A task that finishes in time is unaffected, and its timer does not outlive it.
+func TestTaskTimeoutNotReached(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiter.New(1, limiter.WithTaskTimeout(time.Second))
+		v, err := limiter.Call(t.Context(), l, func(ctx context.Context) (int, error) {
+			time.Sleep(999 * time.Millisecond)
+			return 3, ctx.Err()
+		})
+		require.NoError(t, err)
+		assert.Equal(t, 3, v)
+		time.Sleep(time.Hour)
+		s := atRest(t, l)
+		assert.Equal(t, outcomes{Submitted: 1, Completed: 1}, outcomesOf(s))
+	})
+}
+
+func TestPanicBecomesPanicError(t *testing.T) {
+	errBoom := errors.New("boom")
+	for _, tt := range []struct {
+		name string
+		run  func(l *limiter.Limiter, fn func(context.Context) error) error
+		opts []limiter.Option
+	}{
+		{"Do", func(l *limiter.Limiter, fn func(context.Context) error) error { return l.Do(context.Background(), fn) }, nil},
+		{"Call", func(l *limiter.Limiter, fn func(context.Context) error) error {
+			_, err := limiter.Call(context.Background(), l, func(ctx context.Context) (int, error) { return 1, fn(ctx) })
+			return err
+		}, nil},
+		{"Do with task timeout", func(l *limiter.Limiter, fn func(context.Context) error) error {
+			return l.Do(context.Background(), fn)
+		}, []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
+		{"Submit", func(l *limiter.Limiter, fn func(context.Context) error) error {
+			_, err := limiter.Submit(context.Background(), l, func(ctx context.Context) (int, error) { return 1, fn(ctx) }).
+				Wait(context.Background())
+			return err
+		}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := limiter.New(1, tt.opts...)
+			err := tt.run(l, func(context.Context) error { panicHere("kaboom"); return nil })
+			var pe *limiter.PanicError
+			require.ErrorAs(t, err, &pe)
+			assert.Equal(t, "kaboom", pe.Value)
+			assert.Contains(t, string(pe.Stack), "panicHere", "the stack is the task's, at the panic")
+			assert.Equal(t, "limiter: task panicked: kaboom", err.Error())
+			assert.Nil(t, pe.Unwrap())
+
+			err = tt.run(l, func(context.Context) error { panic(errBoom) })
+			assert.ErrorIs(t, err, errBoom, "Unwrap reaches an error value")
+
+			// The slot came back and the limiter goes on.
+			require.NoError(t, tt.run(l, func(context.Context) error { return nil }))
+			s := atRest(t, l)
+			assert.Equal(t, outcomes{Submitted: 3, Completed: 1, Failed: 2, Panicked: 2}, outcomesOf(s))
+		})
+	}
+}
+
+//go:noinline
+func panicHere(v any) { panic(v) }
+
+// A panic after the caller's ctx was cancelled is counted Cancelled, and Panicked as well.
+func TestPanicAfterCancelCountsCancelled(t *testing.T) {
+	l := limiter.New(1)
+	ctx, cancel := context.WithCancel(t.Context())
+	err := l.Do(ctx, func(context.Context) error { cancel(); panic("late") })
+	var pe *limiter.PanicError
+	require.ErrorAs(t, err, &pe)
+	s := atRest(t, l)
+	assert.Equal(t, outcomes{Submitted: 1, Cancelled: 1, Panicked: 1}, outcomesOf(s))
+}
+
+// Goexit in a task on the caller's goroutine ends the caller's goroutine, as it would without
+// the limiter, but the slot comes back and the call counts Failed.
+func TestGoexitOnCallerGoroutine(t *testing.T) {
+	for _, name := range []string{"Do", "Call"} {
+		t.Run(name, func(t *testing.T) {
+			l := limiter.New(1)
+			exited := make(chan struct{})
+			returned := false
+			go func() {
+				defer close(exited)
+				if name == "Do" {
+					_ = l.Do(t.Context(), func(context.Context) error { runtime.Goexit(); return nil })
+				} else {
+					_, _ = limiter.Call(t.Context(), l, func(context.Context) (int, error) { runtime.Goexit(); return 0, nil })
+				}
+				returned = true
+			}()
+			<-exited
+			assert.False(t, returned, "Goexit went on ending the caller")
+			require.NoError(t, l.Do(t.Context(), func(context.Context) error { return nil }), "the slot came back")
+			s := atRest(t, l)
+			assert.Equal(t, outcomes{Submitted: 2, Completed: 1, Failed: 1}, outcomesOf(s))
+		})
+	}
+}
+
+// Where fn runs on a goroutine of the limiter's own, Goexit is an error.
+func TestGoexitOnOwnGoroutine(t *testing.T) {
+	l := limiter.New(1, limiter.WithTaskTimeout(time.Hour))
+	err := l.Do(t.Context(), func(context.Context) error { runtime.Goexit(); return nil })
+	exactly(t, limiter.ErrGoexit, err)
+	l2 := limiter.New(1)
+	_, err = limiter.Submit(t.Context(), l2, func(context.Context) (int, error) { runtime.Goexit(); return 0, nil }).Wait(t.Context())
+	exactly(t, limiter.ErrGoexit, err)
+	for _, l := range []*limiter.Limiter{l, l2} {
+		s := atRest(t, l)
+		assert.Equal(t, outcomes{Submitted: 1, Failed: 1}, outcomesOf(s))
+	}
+}
+
+func TestShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiter.New(1)
+		h := hold(t, l)
+		waitingDo := goDo(t.Context(), l, nil)
+		waitingSubmit := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 1, nil })
+		assert.Equal(t, 2, l.Stats().Waiting)
+
+		shut := make(chan error, 1)
+		go func() { shut <- l.Shutdown(t.Context()) }()
+		synctest.Wait()
+		// The waiting calls fail at once; Shutdown waits for the running task.
+		exactly(t, limiter.ErrClosed, <-waitingDo.err)
+		_, err := waitingSubmit.Wait(t.Context())
+		exactly(t, limiter.ErrClosed, err)
+		assert.ErrorIs(t, err, limiter.ErrRejected)
+		assert.Len(t, shut, 0, "Shutdown waits for the running task")
+
+		// New calls fail at once.
+		exactly(t, limiter.ErrClosed, l.Do(t.Context(), func(context.Context) error { return nil }))
+		_, err = limiter.Call(t.Context(), l, func(context.Context) (int, error) { return 0, nil })
+		exactly(t, limiter.ErrClosed, err)
+		_, err = limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 0, nil }).Wait(t.Context())
+		exactly(t, limiter.ErrClosed, err)
+
+		h.free(t)
+		require.NoError(t, <-shut)
+		require.NoError(t, l.Shutdown(t.Context()), "Shutdown may be called again")
+		assert.False(t, waitingDo.ran)
+		s := atRest(t, l)
+		assert.Equal(t, outcomes{Submitted: 6, Completed: 1, Rejected: 5}, outcomesOf(s))
+	})
+}
+
+func TestShutdownGivesUpWithContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiter.New(3)
+		h1, h2 := hold(t, l), hold(t, l)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		start := time.Now()
+		err := l.Shutdown(ctx)
+		assert.Equal(t, time.Second, time.Since(start))
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Contains(t, err.Error(), "2 tasks still running")
+		h1.free(t)
+		h2.free(t)
+		require.NoError(t, l.Shutdown(t.Context()))
+		atRest(t, l)
+	})
+}
+
+// Shutdown waits for tasks that overran their timeout, and so do concurrent Shutdowns.
+func TestShutdownWaitsForOverrunningTasks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiter.New(2, limiter.WithTaskTimeout(time.Second))
+		release := make(chan struct{})
+		c := goDo(t.Context(), l, func(context.Context) error { <-release; return nil })
+		f := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { <-release; return 0, nil })
+		exactly(t, limiter.ErrTaskTimeout, <-c.err)
+		_, err := f.Wait(t.Context())
+		exactly(t, limiter.ErrTaskTimeout, err)
+		assert.Equal(t, 2, l.Stats().Overrunning)
+
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() { assert.NoError(t, l.Shutdown(t.Context())) })
+		}
+		synctest.Wait()
+		assert.Equal(t, 2, l.Stats().InFlight)
+		close(release)
+		wg.Wait()
+		s := atRest(t, l)
+		assert.Equal(t, outcomes{Submitted: 2, TimedOut: 2}, outcomesOf(s))
+	})
+}
+
+func TestShutdownIdleReturnsAtOnce(t *testing.T) {
+	l := limiter.New(4)
+	require.NoError(t, l.Do(t.Context(), func(context.Context) error { return nil }))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.NoError(t, l.Shutdown(ctx), "nothing runs: even a done ctx is fine")
+	assert.ErrorIs(t, l.Do(t.Context(), func(context.Context) error { return nil }), limiter.ErrClosed)
+}
+
+func TestErrorsMatch(t *testing.T) {
+	for _, err := range []error{limiter.ErrAcquireTimeout, limiter.ErrTooManyWaiting, limiter.ErrClosed} {
+		assert.ErrorIs(t, err, limiter.ErrRejected, err.Error())
+		assert.True(t, strings.HasPrefix(err.Error(), "limiter: "))
+	}
+	assert.NotErrorIs(t, limiter.ErrAcquireTimeout, limiter.ErrTooManyWaiting)
+	assert.ErrorIs(t, limiter.ErrTaskTimeout, context.DeadlineExceeded)
+	assert.NotErrorIs(t, limiter.ErrTaskTimeout, limiter.ErrRejected)
+	assert.NotErrorIs(t, limiter.ErrGoexit, limiter.ErrRejected)
+}
+
+// A waiter whose ctx ends just as it is granted its slot gives the slot back inside the
+// semaphore; a Shutdown already waiting must still see it come back (found by FuzzLimiter, #5).
+func TestShutdownSeesSlotOfWaiterCancelledAsGranted(t *testing.T) {
+	for range 100 {
+		synctest.Test(t, func(t *testing.T) {
+			l := limiter.New(1)
+			h := hold(t, l)
+			ctx, cancel := context.WithCancel(t.Context())
+			c := goDo(ctx, l, nil)
+			shut := make(chan error, 1)
+			close(h.release) // grants the slot to c...
+			cancel()         // ...as its ctx ends
+			go func() { shut <- l.Shutdown(t.Context()) }()
+			require.NoError(t, <-h.err)
+			err := <-c.err
+			if err != nil {
+				exactly(t, context.Canceled, err)
+			}
+			require.NoError(t, <-shut)
+			atRest(t, l)
+		})
+	}
+}
+
+// Uncontended, Do and Call without a task timeout allocate nothing.
+func TestFastPathAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	l := limiter.New(4)
+	ctx := context.Background()
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = l.Do(ctx, nop) }))
+	fn := func(ctx context.Context) (int, error) { return 1, nil }
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _, _ = limiter.Call(ctx, l, fn) }))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	assert.Zero(t, testing.AllocsPerRun(1000, func() { _ = l.Do(ctx, nop) }), "with a cancellable ctx too")
+}
+
+// With a task timeout, a call costs one goroutine for the task (and the task context's timer).
+func TestTaskTimeoutCostsOneGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiter.New(2, limiter.WithTaskTimeout(time.Hour))
+		before := runtime.NumGoroutine()
+		var during int
+		require.NoError(t, l.Do(t.Context(), func(context.Context) error { during = runtime.NumGoroutine(); return nil }))
+		assert.LessOrEqual(t, during-before, 1)
+		synctest.Wait()
+		assert.LessOrEqual(t, runtime.NumGoroutine(), before, "and nothing is left behind")
+	})
+}

@@ -1,0 +1,63 @@
+package limiter
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// An Option configures a Limiter. Options are applied by [New]; the configuration is fixed once
+// New returns.
+type Option func(*config)
+
+type config struct {
+	name           string
+	acquireTimeout time.Duration
+	acquireTimed   bool // WithAcquireTimeout was given; d <= 0 then means "never wait"
+	maxWaiting     int  // < 0: no bound
+	taskTimeout    time.Duration
+	logger         *slog.Logger
+}
+
+// WithAcquireTimeout bounds how long a call waits for a slot: after d it is rejected with
+// [ErrAcquireTimeout] (matching [ErrRejected]), counted Rejected. With d <= 0 a call never waits:
+// it runs at once if a slot is free and nobody is queued, else it is rejected. Without this
+// option a call waits until a slot frees or its ctx ends.
+func WithAcquireTimeout(d time.Duration) Option {
+	return func(c *config) { c.acquireTimeout, c.acquireTimed = d, true }
+}
+
+// WithMaxWaiting bounds how many calls may wait for a slot at once (blocked Do and Call callers
+// and queued Submits together): a call that would be one more is rejected at once with
+// [ErrTooManyWaiting] (matching [ErrRejected]). With n == 0 nothing ever waits. It panics if n is
+// negative. Without this option the queue is unbounded.
+func WithMaxWaiting(n int) Option {
+	if n < 0 {
+		panic(fmt.Sprintf("limiter: WithMaxWaiting: negative bound %d", n))
+	}
+	return func(c *config) { c.maxWaiting = n }
+}
+
+// WithTaskTimeout bounds how long a task may run: d after it starts, its context is cancelled
+// with cause [ErrTaskTimeout] and its call returns ErrTaskTimeout at once, counted TimedOut,
+// whether or not the task heeds its context. A task that goes on running keeps its slot until it
+// returns and is counted in [Stats].Overrunning meanwhile, so the limit holds. Once the timeout
+// has fired the call's result is ErrTaskTimeout, even if fn returns a value just after (unless
+// it panicked). With a task timeout, [Limiter.Do] and [Call] run the task on a goroutine of its
+// own. The timer is the task context's own: one timer and one goroutine per call. It panics
+// unless d > 0.
+func WithTaskTimeout(d time.Duration) Option {
+	if d <= 0 {
+		panic(fmt.Sprintf("limiter: WithTaskTimeout: timeout must be positive, got %v", d))
+	}
+	return func(c *config) { c.taskTimeout = d }
+}
+
+// WithName names the limiter in its log records.
+func WithName(name string) Option { return func(c *config) { c.name = name } }
+
+// WithLogger makes the limiter write one record to logger for each rejected call (Warn), each
+// task timeout (Warn) and each panic (Error), with the limiter's name and the time the call
+// waited or ran. Successful calls, task errors and cancellations are not logged. The logger is
+// never called with a lock of the limiter held. A nil logger, the default, logs nothing.
+func WithLogger(logger *slog.Logger) Option { return func(c *config) { c.logger = logger } }
