@@ -1,0 +1,68 @@
+package scope
+
+// A Joiner decides when a scope is done and what Join returns: the policy of a scope, Java's
+// StructuredTaskScope.Joiner. Install one with [WithJoiner]; the built-in policies ([FailFast],
+// [AwaitAll], [FirstSuccess], [CancelWhen]) are Joiners too.
+//
+// OnFork runs on the forking goroutine for every Fork, before the subtask starts (its state is
+// then Running), also when the scope is already cancelled. When it returns an error the function
+// never runs and the subtask is Failed with that error and handed to OnComplete like any
+// completion; on a cancelled scope the subtask is Cancelled whatever OnFork returns.
+//
+// OnComplete runs exactly once for each subtask that completes (Succeeded or Failed) before the
+// scope is cancelled, on that subtask's goroutine, so calls may be concurrent; it never runs for a
+// Cancelled subtask. Returning true cancels the scope. A panic in OnComplete is treated like a
+// subtask's panic.
+//
+// Result runs once, on the owner's goroutine, in the first Join, after every subtask has returned;
+// what it returns is what Join returns. It is not called when the scope ended from outside (parent
+// context, timeout, Close before Join) while subtasks were running, nor when Join re-panics a
+// subtask's panic. Each subtask's return, and each OnComplete call, synchronizes before Result.
+//
+// A Joiner holds the state of one scope: give each scope a fresh one.
+type Joiner interface {
+	OnFork(t Task) error
+	OnComplete(t Task) (cancel bool)
+	Result() error
+}
+
+// FailFast is the default policy: the first failure cancels the scope, and its error is both the
+// scope's context.Cause and what Join returns (siblings' cancellation errors never mask it). With
+// no failure Join returns nil.
+func FailFast() Option {
+	return func(c *config) { c.policy, c.pred, c.joiner = policyFailFast, nil, nil }
+}
+
+// AwaitAll never cancels the scope on its own: every subtask runs to completion, and Join returns
+// errors.Join of every failure, in the order they completed, or nil if none failed.
+func AwaitAll() Option {
+	return func(c *config) { c.policy, c.pred, c.joiner = policyAwaitAll, nil, nil }
+}
+
+// FirstSuccess cancels the scope at the first success; a failure does not short-circuit. Join
+// returns nil if any subtask succeeded, else errors.Join of the failures, or an error matching
+// [ErrNoSubtasks] when nothing was forked. Successes that complete after the winner, once the
+// scope is cancelled, are Cancelled and their results discarded.
+func FirstSuccess() Option {
+	return func(c *config) { c.policy, c.pred, c.joiner = policyFirstSuccess, nil, nil }
+}
+
+// CancelWhen cancels the scope as soon as pred returns true for a completed subtask (Succeeded or
+// Failed). pred runs once per subtask that completes before cancellation, on that subtask's
+// goroutine, possibly concurrently. Join returns nil unless the scope ended from outside. It
+// panics at once if pred is nil.
+func CancelWhen(pred func(Task) bool) Option {
+	if pred == nil {
+		panic("scope: CancelWhen: nil predicate")
+	}
+	return func(c *config) { c.policy, c.pred, c.joiner = policyCancelWhen, pred, nil }
+}
+
+// WithJoiner makes j the scope's policy; see [Joiner] for when each method is called. It panics at
+// once if j is nil.
+func WithJoiner(j Joiner) Option {
+	if j == nil {
+		panic("scope: WithJoiner: nil Joiner")
+	}
+	return func(c *config) { c.policy, c.pred, c.joiner = policyCustom, nil, j }
+}

@@ -1,0 +1,331 @@
+package scope_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/goloom/loom/scope"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFailFastFirstFailureCancelsSiblings(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		opts []scope.Option
+	}{
+		{"default", nil},
+		{"explicit", []scope.Option{scope.FailFast()}},
+		{"last policy wins", []scope.Option{scope.AwaitAll(), scope.FailFast()}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := scope.Open(t.Context(), tt.opts...)
+			defer s.Close()
+			started := make(chan struct{})
+			sibling := scope.Fork(s, func(ctx context.Context) (int, error) {
+				close(started)
+				return untilDone(ctx) // returns context.Canceled, which must not mask errA
+			})
+			<-started
+			first := scope.Fork(s, failing(errA))
+			err := s.Join()
+			require.ErrorIs(t, err, errA)
+			assert.NotErrorIs(t, err, context.Canceled)
+			assert.Equal(t, errA, context.Cause(s.Context()))
+			assert.Equal(t, scope.Failed, first.State())
+			assert.Equal(t, scope.Cancelled, sibling.State())
+			assert.Equal(t, errA, sibling.Err())
+		})
+	}
+}
+
+func TestFailFastLaterFailuresDoNotCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := scope.Open(t.Context())
+		defer s.Close()
+		late := scope.Fork(s, func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			time.Sleep(time.Second)
+			return 0, errB
+		})
+		lateOK := scope.Fork(s, func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			return 1, nil // completes after the cancellation: discarded even though it returned normally
+		})
+		scope.Fork(s, failing(errA))
+		err := s.Join()
+		require.Equal(t, errA, err)
+		assert.Equal(t, scope.Cancelled, late.State())
+		assert.Equal(t, scope.Cancelled, lateOK.State())
+		assert.Nil(t, lateOK.Value())
+	})
+}
+
+func TestAwaitAllJoinsEveryFailure(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context(), scope.AwaitAll())
+	defer s.Close()
+	a := scope.Fork(s, failing(errA))
+	<-waitDone(a)
+	ok := scope.Fork(s, value(1))
+	b := scope.Fork(s, failing(errB))
+	err := s.Join()
+	require.ErrorIs(t, err, errA)
+	require.ErrorIs(t, err, errB)
+	assert.Equal(t, 1, ok.Get(), "AwaitAll never cancels")
+	assert.Equal(t, scope.Failed, b.State())
+	assert.Error(t, s.Context().Err(), "the context is done after Join")
+
+	none := scope.Open(t.Context(), scope.AwaitAll())
+	defer none.Close()
+	scope.Fork(none, value(1))
+	assert.NoError(t, none.Join())
+}
+
+// waitDone returns a channel closed once t is no longer Running.
+func waitDone(t scope.Task) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		for t.State() == scope.Running {
+			time.Sleep(time.Millisecond)
+		}
+		close(ch)
+	}()
+	return ch
+}
+
+func TestFirstSuccess(t *testing.T) {
+	t.Run("failure does not short-circuit; first success cancels the rest", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := scope.Open(t.Context(), scope.FirstSuccess())
+			defer s.Close()
+			bad := scope.Fork(s, failing(errA))
+			slow := scope.Fork(s, func(ctx context.Context) (int, error) {
+				select {
+				case <-time.After(time.Hour):
+					return 3, nil
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				}
+			})
+			win := scope.Fork(s, func(context.Context) (int, error) {
+				time.Sleep(time.Second)
+				return 2, nil
+			})
+			require.NoError(t, s.Join())
+			assert.Equal(t, scope.Failed, bad.State())
+			assert.Equal(t, 2, win.Get())
+			assert.Equal(t, scope.Cancelled, slow.State())
+			assert.Equal(t, time.Second, time.Since(synctestStart(t)).Round(time.Second))
+		})
+	})
+	t.Run("a success after the win is discarded", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := scope.Open(t.Context(), scope.FirstSuccess())
+			defer s.Close()
+			first := scope.Fork(s, value(1))
+			second := scope.Fork(s, func(ctx context.Context) (int, error) {
+				<-ctx.Done()
+				return 2, nil
+			})
+			require.NoError(t, s.Join())
+			assert.Equal(t, 1, first.Get())
+			assert.Equal(t, scope.Cancelled, second.State())
+		})
+	})
+	t.Run("all fail", func(t *testing.T) {
+		t.Parallel()
+		s := scope.Open(t.Context(), scope.FirstSuccess())
+		defer s.Close()
+		scope.Fork(s, failing(errA))
+		scope.Fork(s, failing(errB))
+		err := s.Join()
+		require.ErrorIs(t, err, errA)
+		require.ErrorIs(t, err, errB)
+	})
+	t.Run("nothing forked", func(t *testing.T) {
+		t.Parallel()
+		s := scope.Open(t.Context(), scope.FirstSuccess())
+		defer s.Close()
+		require.ErrorIs(t, s.Join(), scope.ErrNoSubtasks)
+	})
+}
+
+// synctestStart is the bubble's epoch: synctest starts every bubble at the same fake instant.
+func synctestStart(*testing.T) time.Time { return time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) }
+
+func TestCancelWhen(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	s := scope.Open(t.Context(), scope.CancelWhen(func(t scope.Task) bool {
+		calls.Add(1)
+		return t.State() == scope.Succeeded && t.Value() == "stop"
+	}))
+	defer s.Close()
+	bad := scope.Fork(s, failing(errA)) // a failure alone does not cancel, nor show in Join's error
+	<-waitDone(bad)
+	started := make(chan struct{})
+	waiting := scope.Fork(s, func(ctx context.Context) (int, error) {
+		close(started)
+		return untilDone(ctx)
+	})
+	<-started
+	scope.Fork(s, value("stop"))
+	require.NoError(t, s.Join())
+	assert.Equal(t, scope.Cancelled, waiting.State())
+	assert.ErrorIs(t, waiting.Err(), context.Canceled)
+	assert.Equal(t, int32(2), calls.Load(), "once per completion before cancellation, never for the Cancelled")
+
+	require.PanicsWithValue(t, "scope: CancelWhen: nil predicate", func() { scope.CancelWhen(nil) })
+}
+
+func TestCancelWhenEndedFromOutside(t *testing.T) {
+	t.Parallel()
+	parent, cancel := context.WithCancel(t.Context())
+	s := scope.Open(parent, scope.CancelWhen(func(scope.Task) bool { return false }))
+	defer s.Close()
+	started := make(chan struct{})
+	scope.Fork(s, func(ctx context.Context) (int, error) { close(started); return untilDone(ctx) })
+	<-started
+	cancel()
+	require.ErrorIs(t, s.Join(), context.Canceled)
+}
+
+// recorder is a Joiner that records every call.
+type recorder struct {
+	rejectFork  error                 // OnFork's answer
+	cancelOn    func(scope.Task) bool // OnComplete's answer
+	result      error                 // Result's answer
+	mu          sync.Mutex
+	forks       []scope.Task
+	completions map[scope.Task]int
+	inComplete  atomic.Int32 // concurrent OnComplete calls right now
+	maxParallel atomic.Int32
+	results     atomic.Int32
+}
+
+func newRecorder() *recorder { return &recorder{completions: map[scope.Task]int{}} }
+
+func (r *recorder) OnFork(t scope.Task) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forks = append(r.forks, t)
+	return r.rejectFork
+}
+
+func (r *recorder) OnComplete(t scope.Task) bool {
+	n := r.inComplete.Add(1)
+	defer r.inComplete.Add(-1)
+	for m := r.maxParallel.Load(); n > m && !r.maxParallel.CompareAndSwap(m, n); m = r.maxParallel.Load() {
+	}
+	r.mu.Lock()
+	r.completions[t]++
+	r.mu.Unlock()
+	return r.cancelOn != nil && r.cancelOn(t)
+}
+
+func (r *recorder) Result() error {
+	r.results.Add(1)
+	return r.result
+}
+
+func TestWithJoinerOnForkRejects(t *testing.T) {
+	t.Parallel()
+	errNo := errors.New("no more forks")
+	r := newRecorder()
+	r.rejectFork = errNo
+	s := scope.Open(t.Context(), scope.WithJoiner(r))
+	defer s.Close()
+	ran := false
+	st := scope.Fork(s, func(context.Context) (int, error) { ran = true; return 1, nil })
+	assert.Equal(t, scope.Failed, st.State())
+	assert.Equal(t, errNo, st.Err())
+	require.NoError(t, s.Join())
+	assert.False(t, ran, "fn never runs")
+	assert.Equal(t, 1, r.completions[st], "handed to OnComplete")
+	assert.Equal(t, int32(1), r.results.Load())
+}
+
+func TestWithJoinerForkAfterCancellation(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	r.cancelOn = func(t scope.Task) bool { return t.State() == scope.Failed }
+	r.result = errB
+	s := scope.Open(t.Context(), scope.WithJoiner(r))
+	defer s.Close()
+	bad := scope.Fork(s, failing(errA))
+	<-s.Context().Done()
+	late := scope.Fork(s, value(1))
+	r.rejectFork = errors.New("ignored on a cancelled scope")
+	rejected := scope.Fork(s, value(2))
+	assert.Equal(t, scope.Cancelled, late.State())
+	assert.Equal(t, scope.Cancelled, rejected.State(), "Cancelled whatever OnFork returns")
+	assert.Equal(t, errA, late.Err(), "the cause is the failure OnComplete cancelled for")
+	require.Equal(t, errB, s.Join(), "Join returns Result")
+	assert.Equal(t, []scope.Task{bad, late, rejected}, r.forks, "OnFork is called for every fork")
+	assert.Equal(t, map[scope.Task]int{bad: 1}, r.completions, "never for Cancelled subtasks")
+}
+
+func TestWithJoinerOnCompleteOncePerCompletion(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	s := scope.Open(t.Context(), scope.WithJoiner(r))
+	defer s.Close()
+	const n = 200
+	gate := make(chan struct{})
+	var sts []*scope.Subtask[int]
+	for i := range n {
+		sts = append(sts, scope.Fork(s, func(context.Context) (int, error) {
+			<-gate
+			if i%3 == 0 {
+				return 0, errA
+			}
+			return i, nil
+		}))
+	}
+	close(gate)
+	require.NoError(t, s.Join())
+	require.Len(t, r.completions, n)
+	for _, st := range sts {
+		assert.Equal(t, 1, r.completions[st])
+	}
+	assert.Equal(t, int32(1), r.results.Load())
+	require.NoError(t, s.Join())
+	assert.Equal(t, int32(1), r.results.Load(), "Result is called once, by the first Join")
+	t.Logf("at most %d OnComplete calls ran at once", r.maxParallel.Load())
+}
+
+func TestWithJoinerResultNotCalledWhenEndedFromOutside(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	parent, cancel := context.WithCancelCause(t.Context())
+	errParent := errors.New("client went away")
+	s := scope.Open(parent, scope.WithJoiner(r))
+	defer s.Close()
+	started := make(chan struct{})
+	st := scope.Fork(s, func(ctx context.Context) (int, error) { close(started); return untilDone(ctx) })
+	<-started
+	cancel(errParent)
+	err := s.Join()
+	require.ErrorIs(t, err, errParent, "the parent's own cause")
+	assert.Equal(t, int32(0), r.results.Load())
+	assert.Equal(t, scope.Cancelled, st.State())
+	assert.Empty(t, r.completions)
+
+	require.PanicsWithValue(t, "scope: WithJoiner: nil Joiner", func() { scope.WithJoiner(nil) })
+}
+
+func TestJoinerPanicIsKept(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context(), scope.CancelWhen(func(scope.Task) bool { panic("bad predicate") }))
+	defer s.Close()
+	scope.Fork(s, value(1))
+	pe := joinPanic(t, s)
+	assert.Equal(t, "bad predicate", pe.Value)
+}

@@ -1,0 +1,205 @@
+package scope_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"github.com/goloom/loom/scope"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// joinPanic calls Join and returns the *PanicError it re-panics with; it fails if Join returns.
+func joinPanic(t *testing.T, s *scope.Scope) (pe *scope.PanicError) {
+	t.Helper()
+	defer func() {
+		r := recover()
+		require.NotNil(t, r, "Join did not panic")
+		var ok bool
+		pe, ok = r.(*scope.PanicError)
+		require.True(t, ok, "Join panicked with %T, want *scope.PanicError", r)
+	}()
+	err := s.Join()
+	t.Fatalf("Join returned %v instead of panicking", err)
+	return nil
+}
+
+//go:noinline
+func explode(v any) { panic(v) }
+
+func TestPanicRepanicsInJoinAfterEverySubtask(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context())
+	defer s.Close()
+	var siblingReturned atomic.Bool
+	started := make(chan struct{})
+	scope.Fork(s, func(ctx context.Context) (int, error) {
+		close(started)
+		<-ctx.Done()
+		runtime.Gosched()
+		siblingReturned.Store(true)
+		return 0, nil
+	})
+	<-started
+	st := scope.Fork(s, func(context.Context) (int, error) { explode("boom"); return 0, nil })
+	pe := joinPanic(t, s)
+	assert.True(t, siblingReturned.Load(), "re-panicked before every subtask had returned")
+	assert.Equal(t, "boom", pe.Value)
+	assert.Contains(t, string(pe.Stack), "scope_test.explode", "the child's stack")
+	assert.Equal(t, "scope: subtask panicked: boom", pe.Error())
+	assert.Equal(t, scope.Failed, st.State())
+	assert.Same(t, pe, st.Err())
+	assert.Same(t, pe, context.Cause(s.Context()), "the panic cancelled the scope")
+	assert.NotPanics(t, s.Close, "Join surfaced it")
+	assert.Same(t, pe, s.Join(), "later Joins return it")
+}
+
+func TestPanicCancelsAtOnce(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context(), scope.WithLimit(1))
+	defer s.Close()
+	release := make(chan struct{})
+	scope.Fork(s, func(context.Context) (int, error) { <-release; explode("boom"); return 0, nil })
+	blocked := make(chan *scope.Subtask[int])
+	go func() { blocked <- scope.Fork(s, value(1)) }() // waits for the slot
+	close(release)
+	<-s.Context().Done() // before any Join: siblings and blocked forks see it now
+	st := <-blocked
+	assert.Equal(t, scope.Cancelled, st.State())
+	joinPanic(t, s)
+}
+
+func TestPanicAfterCancellationIsNeverDiscarded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := scope.Open(t.Context())
+		defer s.Close()
+		late := scope.Fork(s, func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			explode(errB)
+			return 0, nil
+		})
+		scope.Fork(s, failing(errA))
+		pe := joinPanic(t, s)
+		assert.Equal(t, scope.Failed, late.State())
+		assert.Same(t, pe, late.Err())
+		assert.ErrorIs(t, pe, errB, "Unwrap reaches an error value")
+	})
+}
+
+func TestFirstPanicWins(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context(), scope.AwaitAll())
+	defer s.Close()
+	first := scope.Fork(s, func(context.Context) (int, error) { explode("first"); return 0, nil })
+	<-waitDone(first)
+	scope.Fork(s, func(context.Context) (int, error) { explode("second"); return 0, nil })
+	assert.Equal(t, "first", joinPanic(t, s).Value)
+}
+
+func TestCloseRepanicsOnce(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context())
+	scope.Fork(s, func(context.Context) (int, error) { explode("lost?"); return 0, nil })
+	func() {
+		defer func() {
+			pe, ok := recover().(*scope.PanicError)
+			require.True(t, ok, "Close did not re-panic the unsurfaced panic")
+			assert.Equal(t, "lost?", pe.Value)
+		}()
+		s.Close() // the owner returned early without Join
+	}()
+	assert.NotPanics(t, s.Close, "only once")
+	var pe *scope.PanicError
+	require.ErrorAs(t, s.Join(), &pe, "a Join after Close reports it without panicking again")
+}
+
+func TestPanicsAsErrors(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		policy scope.Option
+	}{
+		{"FailFast", scope.FailFast()},
+		{"AwaitAll", scope.AwaitAll()},
+		{"FirstSuccess", scope.FirstSuccess()},
+		{"CancelWhen", scope.CancelWhen(func(scope.Task) bool { return false })},
+		{"WithJoiner", scope.WithJoiner(newRecorder())},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := scope.Open(t.Context(), tt.policy, scope.PanicsAsErrors())
+			started := make(chan struct{})
+			sibling := scope.Fork(s, func(ctx context.Context) (int, error) { close(started); return untilDone(ctx) })
+			<-started
+			scope.Fork(s, func(context.Context) (int, error) { explode(errA); return 0, nil })
+			var err error
+			require.NotPanics(t, func() { err = s.Join() })
+			var pe *scope.PanicError
+			require.ErrorAs(t, err, &pe)
+			assert.ErrorIs(t, err, errA)
+			assert.Equal(t, scope.Cancelled, sibling.State(), "a panic still cancels at once")
+			assert.NotPanics(t, s.Close)
+		})
+	}
+}
+
+func TestPanicsAsErrorsCompetesForFirstFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := scope.Open(t.Context(), scope.PanicsAsErrors())
+		defer s.Close()
+		late := scope.Fork(s, func(ctx context.Context) (int, error) {
+			<-ctx.Done()
+			explode("after the first failure")
+			return 0, nil
+		})
+		scope.Fork(s, failing(errA))
+		require.Equal(t, errA, s.Join(), "the first failure wins")
+		assert.Equal(t, scope.Failed, late.State(), "the panic is still not discarded")
+	})
+}
+
+func TestPanicsAsErrorsCloseNeverPanics(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context(), scope.PanicsAsErrors())
+	scope.Fork(s, func(context.Context) (int, error) { explode("x"); return 0, nil })
+	assert.NotPanics(t, s.Close)
+}
+
+func TestGoexitIsAFailure(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context())
+	defer s.Close()
+	st := scope.Fork(s, func(context.Context) (int, error) { runtime.Goexit(); return 0, nil })
+	require.ErrorIs(t, s.Join(), scope.ErrGoexit)
+	assert.Equal(t, scope.Failed, st.State())
+}
+
+func TestGoexitWithLimitReleasesSlot(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context(), scope.WithLimit(1), scope.AwaitAll())
+	defer s.Close()
+	scope.Fork(s, func(context.Context) (int, error) { runtime.Goexit(); return 0, nil })
+	next := scope.Fork(s, value(2)) // would block forever if the slot leaked
+	require.ErrorIs(t, s.Join(), scope.ErrGoexit)
+	assert.Equal(t, 2, next.Get())
+}
+
+func TestPanicErrorUnwrap(t *testing.T) {
+	t.Parallel()
+	assert.Nil(t, (&scope.PanicError{Value: "text"}).Unwrap())
+	pe := &scope.PanicError{Value: errA}
+	assert.True(t, errors.Is(pe, errA))
+	assert.Equal(t, "scope: subtask panicked: a failed", pe.Error())
+}
+
+func TestErrTimeoutMatchesDeadlineExceeded(t *testing.T) {
+	t.Parallel()
+	assert.ErrorIs(t, scope.ErrTimeout, context.DeadlineExceeded)
+	assert.NotErrorIs(t, context.DeadlineExceeded, scope.ErrTimeout)
+	var te interface{ Timeout() bool }
+	require.ErrorAs(t, scope.ErrTimeout, &te)
+	assert.True(t, te.Timeout())
+}

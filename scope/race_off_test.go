@@ -1,0 +1,5 @@
+//go:build !race
+
+package scope_test
+
+const raceEnabled = false

@@ -1,0 +1,531 @@
+package scope
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/goloom/loom/semaphore"
+)
+
+// The scope's state word: the number of live subtasks and a few flags, so that a fork and a
+// completion are one atomic add each.
+const (
+	countMask     uint64 = 1<<40 - 1 // subtasks started and not yet finished
+	flagCancelled uint64 = 1 << 40   // the scope has ended (Scope.reason is set); its context is done
+	flagWaiting   uint64 = 1 << 41   // Join or Close sleeps on Scope.wake until the count is zero
+	flagJoined    uint64 = 1 << 42   // Join has finished waiting: Fork panics
+	flagClosed    uint64 = 1 << 43   // Close has finished waiting: Fork panics
+)
+
+// reason says what ended (cancelled) a scope.
+type reason uint8
+
+const (
+	reasonNone    reason = iota // not cancelled: Join asks the policy
+	reasonPolicy                // the policy decided (OnComplete returned true, FailFast's failure...)
+	reasonPanic                 // a subtask (or the Joiner) panicked
+	reasonOutside               // parent context or timeout, while a subtask ran or before a fork
+	reasonClosed                // Close before Join, while subtasks ran
+)
+
+// A Scope runs subtasks forked into it and does not let them outlive it: [Scope.Join] (or
+// [Scope.Close]) waits for all of them. Create one with [Open] and always `defer s.Close()`; the
+// zero value is not usable and a Scope must not be copied.
+//
+// The goroutine that opened the scope owns it: Join and Close belong to the owner. [Fork] and
+// [Scope.Go] may be called by the owner and by the scope's own subtasks (they run while Join
+// waits), until Join has returned.
+//
+// # Cancellation
+//
+// The scope is cancelled — its context done, and every subtask that has not completed yet
+// Cancelled — by the first of: its policy (see [Joiner]); a panicking subtask; the parent
+// context or the [WithTimeout] deadline while a subtask is running (or before a later fork);
+// Close before Join. Which came first is decided atomically with the subtasks' completions: a
+// subtask that completed before the cancellation keeps its outcome, one that completes after it
+// is Cancelled (unless it panicked), and an end from outside after every subtask had completed
+// changes nothing but the context. Cancellation reaches nested scopes through the context.
+type Scope struct {
+	// The Scope is kept small: its size is most of what a scope costs beyond its subtasks.
+	ctx            context.Context
+	cancel         context.CancelCauseFunc
+	sem            *semaphore.Semaphore // WithLimit's slots; nil without a limit
+	x              *settings            // the rarer options; nil without them
+	policy         policy
+	panicsAsErrors bool
+
+	state atomic.Uint64  // live count and flags, above
+	wake  sync.WaitGroup // one token while the owner waits (flagWaiting)
+
+	mu  sync.Mutex // guards rec
+	rec *record    // allocated at the first failure, win, panic or cancellation
+
+	running, runningGo outcome // what running subtasks point to (see Subtask)
+}
+
+// settings holds the options a scope needs after Open, other than the policy and the limit.
+type settings struct {
+	name   string
+	pred   func(Task) bool    // CancelWhen
+	joiner Joiner             // WithJoiner
+	stop   context.CancelFunc // the deadline's context (WithTimeout)
+}
+
+// record is what a scope remembers of its failures and its end.
+type record struct {
+	reason     reason
+	cause      error    // the cancellation cause (context.Cause of ctx, for reasonOutside)
+	cancelled  *outcome // shared by the Cancelled subtasks; set with reason
+	failures   []error  // failures that completed before the cancellation, in order
+	won        bool     // FirstSuccess: some subtask succeeded
+	winner     Task     // FirstSuccess: the first success (Race reads it)
+	firstPanic *PanicError
+	surfaced   bool  // firstPanic has been re-panicked by Join or Close
+	joinErr    error // what Join returned; set by the owner once every subtask has returned
+}
+
+// recLocked returns the record, making it if needed; s.mu must be held.
+func (s *Scope) recLocked() *record {
+	if s.rec == nil {
+		s.rec = new(record)
+	}
+	return s.rec
+}
+
+// Open starts a scope whose context is derived from ctx: cancelling ctx cancels the scope, and
+// values bound in ctx (scoped values) are what every fork sees, whatever the owner binds later.
+// The default policy is [FailFast]; opts choose another and set a timeout, a limit, a name. Open
+// panics if ctx is nil. Always `defer s.Close()`.
+func Open(ctx context.Context, opts ...Option) *Scope {
+	if ctx == nil {
+		panic("scope: Open: nil context")
+	}
+	s := &Scope{}
+	s.running = outcome{state: Running, s: s}
+	s.runningGo = outcome{state: Running, goFn: true, s: s}
+	if len(opts) > 0 {
+		ctx = s.configure(ctx, opts)
+	}
+	s.ctx, s.cancel = context.WithCancelCause(ctx)
+	return s
+}
+
+// configure applies opts and returns the parent for the scope's own context.
+func (s *Scope) configure(ctx context.Context, opts []Option) context.Context {
+	c := new(config) // every default is the zero value
+	for _, opt := range opts {
+		opt(c)
+	}
+	s.policy, s.panicsAsErrors = c.policy, c.panicsAsErrors
+	if c.limit > 0 {
+		s.sem = semaphore.New(int64(c.limit))
+	}
+	if c.name == "" && c.pred == nil && c.joiner == nil && !c.hasTimeout {
+		return ctx
+	}
+	s.x = &settings{name: c.name, pred: c.pred, joiner: c.joiner}
+	if c.hasTimeout {
+		// The deadline's context sits between the parent and ours: when it fires our context's
+		// Err is DeadlineExceeded and its cause ErrTimeout.
+		ctx, s.x.stop = context.WithDeadlineCause(ctx, time.Now().Add(c.timeout), ErrTimeout)
+	}
+	return ctx
+}
+
+// Context returns the scope's context: the one every subtask receives. It is done once the scope
+// is cancelled, and always once Join or Close has returned.
+func (s *Scope) Context() context.Context { return s.ctx }
+
+// Name returns the name given with [WithName], or "".
+func (s *Scope) Name() string {
+	if s.x == nil {
+		return ""
+	}
+	return s.x.name
+}
+
+// Fork runs fn in a new goroutine with the scope's context and returns its [Subtask].
+//
+// On a scope that is already cancelled fn does not run and the subtask is Cancelled at once. With
+// [WithLimit], Fork blocks until a slot is free, and returns a Cancelled subtask without running
+// fn if the scope is cancelled while it waits. A custom [Joiner]'s OnFork runs first, on the
+// caller's goroutine. Fork may be called by the owner and by the scope's subtasks until Join has
+// returned; after that it panics with "scope: fork after join" (or "scope: fork after close" once
+// Close has run). It panics if fn is nil.
+//
+// If fn panics, the panic is recovered, cancels the scope at once, and is re-raised as a
+// [*PanicError] by Join on the owner's goroutine (see [PanicsAsErrors]).
+func Fork[T any](s *Scope, fn func(ctx context.Context) (T, error)) *Subtask[T] {
+	if fn == nil {
+		panic("scope: Fork: nil function")
+	}
+	st := &Subtask[T]{fn: fn, res: &s.running}
+	if s.admit(st) {
+		go st.run()
+	}
+	return st
+}
+
+// Go is [Fork] for a function that returns only an error, shaped like errgroup's Go to ease
+// migration: `g.Go(func() error {...})` becomes `s.Go(func(ctx context.Context) error {...})`.
+// The subtask's value is struct{}.
+func (s *Scope) Go(fn func(ctx context.Context) error) *Subtask[struct{}] {
+	if fn == nil {
+		panic("scope: Go: nil function")
+	}
+	st := &Subtask[struct{}]{res: &s.runningGo}
+	*(*func(context.Context) error)(unsafe.Pointer(&st.fn)) = fn // see Subtask.goFn
+	if s.admit(st) {
+		go st.run()
+	}
+	return st
+}
+
+// forked is what admit needs of a new *Subtask[T].
+type forked interface {
+	Task
+	settle(o *outcome)
+}
+
+// admit decides a fork: it returns true when the subtask is counted and must be started, or
+// settles it as Failed (OnFork's error) or Cancelled and returns false.
+func (s *Scope) admit(t forked) bool {
+	if s.policy == policyCustom || s.sem != nil {
+		return s.admitSlow(t)
+	}
+	// Count first, check after: one atomic operation on the common path.
+	if f := s.state.Add(1); f&(flagJoined|flagClosed|flagCancelled) != 0 || s.ctx.Err() != nil {
+		s.done()
+		return s.refuse(t, f)
+	}
+	return true
+}
+
+// refuse settles a fork that may not start: a panic after Join or Close, a Cancelled subtask on a
+// cancelled scope.
+func (s *Scope) refuse(t forked, f uint64) bool {
+	if f&(flagJoined|flagClosed) != 0 {
+		panic(forkAfter(f))
+	}
+	s.ended()
+	t.settle(s.rec.cancelled)
+	return false
+}
+
+// admitSlow is admit with a custom Joiner's OnFork or a WithLimit slot to get first.
+func (s *Scope) admitSlow(t forked) bool {
+	if f := s.state.Load(); f&(flagJoined|flagClosed) != 0 {
+		panic(forkAfter(f))
+	}
+	if s.policy == policyCustom {
+		if err := s.x.joiner.OnFork(t); err != nil {
+			// Runs on the forking goroutine: the owner, which is not in Join, or a subtask, which
+			// is counted, so Join cannot finish meanwhile.
+			if s.ended() {
+				t.settle(s.rec.cancelled)
+			} else {
+				t.settle(&outcome{state: Failed, err: err})
+				s.failed(t, err)
+			}
+			return false
+		}
+	}
+	if s.sem != nil && s.sem.Acquire(s.ctx, 1) != nil {
+		// Only a done context makes Acquire fail: the scope is cancelled.
+		return s.refuse(t, 0)
+	}
+	if f := s.state.Add(1); f&(flagJoined|flagClosed|flagCancelled) != 0 || s.ctx.Err() != nil {
+		s.done()
+		if s.sem != nil {
+			s.sem.Release(1)
+		}
+		return s.refuse(t, f)
+	}
+	return true
+}
+
+func forkAfter(flags uint64) string {
+	if flags&flagClosed != 0 {
+		return "scope: fork after close"
+	}
+	return "scope: fork after join"
+}
+
+// ended reports whether the scope is cancelled. A done context without a recorded reason means
+// the parent or the deadline ended it, and that the caller — a subtask completing or a fork — was
+// still to come: that makes it an end from outside.
+//
+// This is the linearization point of a completion: since end cancels the context before it sets
+// flagCancelled, a subtask that finds the context not done completed before any cancellation.
+func (s *Scope) ended() bool {
+	if s.ctx.Err() == nil {
+		return false
+	}
+	if s.state.Load()&flagCancelled == 0 {
+		s.end(reasonOutside, nil)
+	}
+	return true
+}
+
+// end cancels the scope for r with cause, unless it was cancelled already; the first caller wins.
+// For reasonOutside the cause is the context's own.
+func (s *Scope) end(r reason, cause error) {
+	if s.state.Load()&flagCancelled != 0 {
+		return
+	}
+	s.mu.Lock()
+	if rec := s.recLocked(); rec.reason == reasonNone {
+		if r == reasonOutside {
+			cause = context.Cause(s.ctx)
+		} else {
+			s.cancel(cause) // before the flag: see ended
+		}
+		rec.reason, rec.cause = r, cause
+		rec.cancelled = &outcome{state: Cancelled, err: context.Cause(s.ctx)}
+		s.state.Or(flagCancelled)
+	}
+	s.mu.Unlock()
+}
+
+// failed hands a failure that completed before cancellation to the policy.
+func (s *Scope) failed(t Task, err error) {
+	s.mu.Lock()
+	rec := s.recLocked()
+	rec.failures = append(rec.failures, err)
+	s.mu.Unlock()
+	switch s.policy {
+	case policyFailFast:
+		s.end(reasonPolicy, err)
+	case policyCancelWhen, policyCustom:
+		if s.decide(t) {
+			s.end(reasonPolicy, err)
+		}
+	}
+}
+
+// succeeded hands a success that completed before cancellation to a policy that watches them.
+func (s *Scope) succeeded(t Task) {
+	switch s.policy {
+	case policyFirstSuccess:
+		s.mu.Lock()
+		if rec := s.recLocked(); !rec.won {
+			rec.won, rec.winner = true, t
+		}
+		s.mu.Unlock()
+		s.end(reasonPolicy, context.Canceled)
+	case policyCancelWhen, policyCustom:
+		if s.decide(t) {
+			s.end(reasonPolicy, context.Canceled)
+		}
+	}
+}
+
+// panicked records a subtask's panic: the first one is kept for Join, and a panic before
+// cancellation cancels the scope at once and is a completion the policy sees.
+func (s *Scope) panicked(t Task, pe *PanicError) {
+	before := !s.ended()
+	s.mu.Lock()
+	rec := s.recLocked()
+	if rec.firstPanic == nil {
+		rec.firstPanic = pe
+	}
+	if before {
+		rec.failures = append(rec.failures, pe)
+	}
+	s.mu.Unlock()
+	if before {
+		s.end(reasonPanic, pe)
+		if s.policy == policyCancelWhen || s.policy == policyCustom {
+			s.decide(t) // OnComplete once per completion before cancellation; the scope is ended already
+		}
+	}
+}
+
+// decide asks the CancelWhen predicate or the custom Joiner about a completed subtask. A panic
+// there is user code failing like a subtask: it is kept and cancels the scope.
+func (s *Scope) decide(t Task) (cancel bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			pe := &PanicError{Value: r, Stack: debug.Stack()}
+			s.mu.Lock()
+			if rec := s.recLocked(); rec.firstPanic == nil {
+				rec.firstPanic = pe
+			}
+			s.mu.Unlock()
+			s.end(reasonPanic, pe)
+			cancel = false
+		}
+	}()
+	if s.policy == policyCancelWhen {
+		return s.x.pred(t)
+	}
+	return s.x.joiner.OnComplete(t)
+}
+
+// done ends a subtask's life in the count and wakes the owner if it was the last.
+func (s *Scope) done() {
+	if f := s.state.Add(^uint64(0)); f&countMask == 0 && f&flagWaiting != 0 {
+		for {
+			f := s.state.Load()
+			if f&countMask != 0 || f&flagWaiting == 0 {
+				return // someone forked again (misuse) or another done woke the owner
+			}
+			if s.state.CompareAndSwap(f, f&^flagWaiting) {
+				s.wake.Done()
+				return
+			}
+		}
+	}
+}
+
+// wait blocks until no subtask is live, then sets flag (flagJoined or flagClosed) in the same
+// atomic step, so that no fork can slip in between.
+func (s *Scope) wait(flag uint64) {
+	for {
+		f := s.state.Load()
+		if f&countMask == 0 {
+			if s.state.CompareAndSwap(f, f|flag) {
+				return
+			}
+			continue
+		}
+		s.wake.Add(1)
+		if s.state.CompareAndSwap(f, f|flagWaiting) {
+			s.wake.Wait()
+			continue
+		}
+		s.wake.Done()
+	}
+}
+
+// release cancels the scope's contexts once nothing runs, so that nothing stays registered on a
+// long-lived parent.
+func (s *Scope) release() {
+	s.cancel(nil)
+	if s.x != nil && s.x.stop != nil {
+		s.x.stop()
+	}
+}
+
+// Join waits until every subtask has returned — after cancelling the rest if the policy says so —
+// and returns the scope's outcome. When it returns, no goroutine of the scope is running, every
+// subtask's state is final, and the scope's context is done.
+//
+// The outcome is the policy's (see [FailFast], [AwaitAll], [FirstSuccess], [CancelWhen],
+// [Joiner]), unless the scope ended from outside while a subtask was running (or before a later
+// fork): then Join returns that cause — the parent's (context.Canceled, or its own cause) or one
+// matching [ErrTimeout] — joined with the failures that happened before, and the policy is not
+// asked. After a Close that had to cancel running subtasks, context.Canceled plays that part.
+//
+// If a subtask panicked, Join re-panics on the caller's goroutine, after every subtask has
+// returned, with the first [*PanicError]; with [PanicsAsErrors] it returns an error matching the
+// *PanicError that cancelled the scope instead.
+//
+// Join belongs to the owner: it must not run concurrently with another Join or Close, nor in a
+// subtask of the scope (it would wait for itself). Calling it again returns the same error
+// (after a re-panic: the *PanicError).
+func (s *Scope) Join() error {
+	f := s.state.Load()
+	if f&flagJoined != 0 {
+		return s.joinErr()
+	}
+	if f&flagClosed != 0 {
+		s.state.Or(flagJoined)
+	} else {
+		s.wait(flagJoined)
+		s.release()
+	}
+	// Every subtask has returned: the owner has the record to itself.
+	if rec := s.rec; rec != nil && rec.firstPanic != nil && !s.panicsAsErrors {
+		rec.joinErr = rec.firstPanic
+		if !rec.surfaced {
+			rec.surfaced = true
+			panic(rec.firstPanic)
+		}
+		return rec.joinErr
+	}
+	err := s.outcome()
+	if err != nil {
+		if s.rec == nil {
+			s.rec = new(record)
+		}
+		s.rec.joinErr = err
+	}
+	return err
+}
+
+func (s *Scope) joinErr() error {
+	if s.rec == nil {
+		return nil
+	}
+	return s.rec.joinErr
+}
+
+// outcome computes Join's error once every subtask has returned.
+func (s *Scope) outcome() error {
+	rec := s.rec
+	if rec == nil {
+		rec = &record{} // nothing failed, won or ended: does not escape
+	}
+	if rec.reason == reasonOutside || rec.reason == reasonClosed {
+		return joinCause(rec.cause, rec.failures)
+	}
+	var err error
+	switch s.policy {
+	case policyFailFast:
+		if rec.reason != reasonNone {
+			err = rec.cause // the first failure (or panic), which ended the scope
+		}
+	case policyAwaitAll:
+		err = joinAll(rec.failures)
+	case policyFirstSuccess:
+		switch {
+		case rec.won:
+		case len(rec.failures) > 0:
+			err = joinAll(rec.failures)
+		default:
+			err = ErrNoSubtasks
+		}
+	case policyCustom:
+		err = s.x.joiner.Result()
+	}
+	if rec.reason == reasonPanic && !errors.Is(err, rec.cause) {
+		// PanicsAsErrors: the panic that ended the scope is never lost, whatever the policy says.
+		if err == nil {
+			err = rec.cause
+		} else {
+			err = errors.Join(err, rec.cause)
+		}
+	}
+	return err
+}
+
+// Close cancels the scope if Join has not completed, waits for every subtask to return, and
+// releases the scope's context. It is idempotent and safe in a defer after an early return; it
+// never panics for a missing Join. It does re-panic, once, a subtask's [*PanicError] that no Join
+// has surfaced yet — a panic is never lost — unless [PanicsAsErrors] was given. Close belongs to
+// the owner, like Join. After Close, Fork panics.
+func (s *Scope) Close() {
+	f := s.state.Load()
+	if f&flagClosed != 0 {
+		return
+	}
+	if f&flagJoined != 0 {
+		s.state.Or(flagClosed)
+		return
+	}
+	if f&countMask != 0 {
+		s.end(reasonClosed, context.Canceled)
+	}
+	s.wait(flagClosed)
+	s.release()
+	if rec := s.rec; rec != nil && rec.firstPanic != nil && !s.panicsAsErrors && !rec.surfaced {
+		rec.surfaced = true
+		panic(rec.firstPanic)
+	}
+}

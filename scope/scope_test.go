@@ -1,0 +1,365 @@
+package scope_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/goloom/loom/scope"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) } // checks after all tests, so t.Parallel is fine
+
+var (
+	errA = errors.New("a failed")
+	errB = errors.New("b failed")
+)
+
+// value returns a subtask function that succeeds with v.
+func value[T any](v T) func(context.Context) (T, error) {
+	return func(context.Context) (T, error) { return v, nil }
+}
+
+// failing returns a subtask function that fails with err.
+func failing(err error) func(context.Context) (int, error) {
+	return func(context.Context) (int, error) { return 0, err }
+}
+
+// untilDone returns a subtask function that waits for its context and returns its error.
+func untilDone(ctx context.Context) (int, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+func TestForkJoinResults(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context())
+	defer s.Close()
+	a := scope.Fork(s, value(1))
+	b := scope.Fork(s, value("two"))
+	require.NoError(t, s.Join())
+	assert.Equal(t, scope.Succeeded, a.State())
+	assert.Equal(t, 1, a.Get())
+	assert.Equal(t, "two", b.Get())
+	assert.NoError(t, b.Err())
+}
+
+func TestJoinWaitsForEverySubtask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := scope.Open(t.Context())
+		defer s.Close()
+		release := make(chan struct{})
+		var returned atomic.Int32
+		for range 3 {
+			scope.Fork(s, func(context.Context) (int, error) {
+				<-release
+				returned.Add(1)
+				return 0, nil
+			})
+		}
+		joined := make(chan error)
+		go func() { joined <- s.Join() }()
+		synctest.Wait()
+		select {
+		case <-joined:
+			t.Fatal("Join returned while subtasks were running")
+		default:
+		}
+		close(release)
+		require.NoError(t, <-joined)
+		assert.Equal(t, int32(3), returned.Load())
+	})
+}
+
+func TestJoinLeavesContextDone(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context())
+	defer s.Close()
+	scope.Fork(s, value(1))
+	require.NoError(t, s.Join())
+	select {
+	case <-s.Context().Done():
+	default:
+		t.Fatal("scope context not done after Join")
+	}
+}
+
+func TestJoinAgainReturnsSameError(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context())
+	defer s.Close()
+	scope.Fork(s, failing(errA))
+	err := s.Join()
+	require.ErrorIs(t, err, errA)
+	assert.Equal(t, err, s.Join())
+	s.Close()
+	assert.Equal(t, err, s.Join(), "Join after Close")
+}
+
+func TestCloseAfterJoinIsQuiet(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context())
+	scope.Fork(s, failing(errA))
+	require.ErrorIs(t, s.Join(), errA)
+	assert.NotPanics(t, s.Close)
+	assert.NotPanics(t, s.Close)
+}
+
+func TestCloseWithoutJoinCancelsThenWaits(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context())
+	started := make(chan struct{})
+	var returned atomic.Bool
+	st := scope.Fork(s, func(ctx context.Context) (int, error) {
+		close(started)
+		<-ctx.Done()
+		returned.Store(true)
+		return 1, nil // ignored: it completes after the cancellation
+	})
+	<-started
+	s.Close()
+	assert.True(t, returned.Load(), "Close returned before the subtask")
+	assert.Equal(t, scope.Cancelled, st.State())
+	assert.ErrorIs(t, st.Err(), context.Canceled)
+	assert.NotPanics(t, s.Close, "Close is idempotent")
+	assert.ErrorIs(t, s.Join(), context.Canceled, "Join after a Close that cancelled running work")
+}
+
+func TestCloseWithNothingRunningChangesNothing(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context())
+	st := scope.Fork(s, value(7))
+	for st.State() == scope.Running {
+		runtime.Gosched()
+	}
+	s.Close()
+	assert.Equal(t, 7, st.Get())
+	assert.NoError(t, s.Join())
+}
+
+func TestForkAfterJoinPanics(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context())
+	defer s.Close()
+	require.NoError(t, s.Join())
+	require.PanicsWithValue(t, "scope: fork after join", func() { scope.Fork(s, value(1)) })
+	require.PanicsWithValue(t, "scope: fork after join", func() { s.Go(func(context.Context) error { return nil }) })
+}
+
+func TestForkAfterClosePanics(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context())
+	s.Close()
+	require.PanicsWithValue(t, "scope: fork after close", func() { scope.Fork(s, value(1)) })
+
+	limited := scope.Open(t.Context(), scope.WithLimit(1))
+	limited.Close()
+	require.PanicsWithValue(t, "scope: fork after close", func() { scope.Fork(limited, value(1)) })
+}
+
+func TestForkNilPanics(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context())
+	defer s.Close()
+	require.PanicsWithValue(t, "scope: Fork: nil function", func() { scope.Fork[int](s, nil) })
+	require.PanicsWithValue(t, "scope: Go: nil function", func() { s.Go(nil) })
+	var nilCtx context.Context
+	require.PanicsWithValue(t, "scope: Open: nil context", func() { scope.Open(nilCtx) })
+}
+
+func TestForkOnCancelledScopeDoesNotRun(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		opts []scope.Option
+	}{
+		{"default", nil},
+		{"limit", []scope.Option{scope.WithLimit(2)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := scope.Open(t.Context(), tt.opts...)
+			defer s.Close()
+			scope.Fork(s, failing(errA))
+			<-s.Context().Done()
+			ran := false
+			st := scope.Fork(s, func(context.Context) (int, error) { ran = true; return 1, nil })
+			assert.Equal(t, scope.Cancelled, st.State(), "settled at once")
+			assert.Equal(t, context.Cause(s.Context()), st.Err())
+			require.ErrorIs(t, s.Join(), errA)
+			assert.False(t, ran)
+		})
+	}
+}
+
+func TestForkFromSubtaskWhileJoinWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := scope.Open(t.Context())
+		defer s.Close()
+		proceed := make(chan struct{})
+		var child *scope.Subtask[int]
+		scope.Fork(s, func(context.Context) (int, error) {
+			<-proceed
+			child = scope.Fork(s, func(context.Context) (int, error) {
+				time.Sleep(time.Second) // Join must wait for this grandchild of the owner's fork
+				return 42, nil
+			})
+			return 0, nil
+		})
+		go func() {
+			synctest.Wait() // the owner is blocked in Join
+			close(proceed)
+		}()
+		require.NoError(t, s.Join())
+		assert.Equal(t, 42, child.Get())
+	})
+}
+
+func TestGoIsErrgroupShaped(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context())
+	defer s.Close()
+	ok := s.Go(func(context.Context) error { return nil })
+	bad := s.Go(func(context.Context) error { return errA })
+	require.ErrorIs(t, s.Join(), errA)
+	if ok.State() == scope.Succeeded { // it may have been cancelled by bad's failure
+		assert.Equal(t, struct{}{}, ok.Get())
+	}
+	assert.Equal(t, scope.Failed, bad.State())
+	assert.Equal(t, errA, bad.Err())
+}
+
+func TestNameAndContext(t *testing.T) {
+	t.Parallel()
+	s := scope.Open(t.Context(), scope.WithName("profile"), scope.WithTimeout(time.Hour))
+	defer s.Close()
+	assert.Equal(t, "profile", s.Name())
+	_, ok := s.Context().Deadline()
+	assert.True(t, ok, "the timeout shows as the context's deadline")
+	var seen context.Context
+	scope.Fork(s, func(ctx context.Context) (int, error) { seen = ctx; return 0, nil })
+	require.NoError(t, s.Join())
+	assert.Equal(t, s.Context(), seen, "subtasks get the scope's context")
+}
+
+type ctxKey string
+
+func TestForksSeeValuesOfOpenContext(t *testing.T) {
+	t.Parallel()
+	ctx := context.WithValue(t.Context(), ctxKey("request-id"), "r-42")
+	s := scope.Open(ctx)
+	defer s.Close()
+	_ = context.WithValue(ctx, ctxKey("request-id"), "r-43") // the owner binds later: forks do not see it
+	st := scope.Fork(s, func(ctx context.Context) (string, error) {
+		return ctx.Value(ctxKey("request-id")).(string), nil
+	})
+	require.NoError(t, s.Join())
+	assert.Equal(t, "r-42", st.Get())
+}
+
+func TestNestedScopesCancelDown(t *testing.T) {
+	t.Parallel()
+	outer := scope.Open(t.Context())
+	defer outer.Close()
+	grandchildStarted := make(chan struct{})
+	var grandchild *scope.Subtask[int]
+	scope.Fork(outer, func(ctx context.Context) (int, error) {
+		inner := scope.Open(ctx)
+		defer inner.Close()
+		scope.Fork(inner, func(ctx context.Context) (int, error) {
+			innermost := scope.Open(ctx)
+			defer innermost.Close()
+			grandchild = scope.Fork(innermost, func(ctx context.Context) (int, error) {
+				close(grandchildStarted)
+				return untilDone(ctx)
+			})
+			return 0, innermost.Join()
+		})
+		return 0, inner.Join()
+	})
+	<-grandchildStarted
+	scope.Fork(outer, failing(errA))
+	require.ErrorIs(t, outer.Join(), errA)
+	assert.Equal(t, scope.Cancelled, grandchild.State())
+	assert.ErrorIs(t, grandchild.Err(), errA, "the outer cause flows down through the contexts")
+}
+
+// afterFuncParent is a long-lived parent context that counts the children registered on it:
+// context.WithCancel registers through AfterFunc on such a parent, and unregisters with stop.
+type afterFuncParent struct {
+	context.Context
+	done chan struct{}
+	live atomic.Int64
+	max  atomic.Int64
+}
+
+func (p *afterFuncParent) Done() <-chan struct{} { return p.done }
+
+func (p *afterFuncParent) AfterFunc(func()) (stop func() bool) {
+	n := p.live.Add(1)
+	for m := p.max.Load(); n > m && !p.max.CompareAndSwap(m, n); m = p.max.Load() {
+	}
+	var once sync.Once
+	return func() bool {
+		stopped := false
+		once.Do(func() { p.live.Add(-1); stopped = true })
+		return stopped
+	}
+}
+
+func cycles() int {
+	if raceEnabled || testing.Short() {
+		return 10_000
+	}
+	return 100_000
+}
+
+func TestManyScopesLeaveNothingOnParent(t *testing.T) {
+	t.Parallel()
+	parent := &afterFuncParent{Context: context.Background(), done: make(chan struct{})}
+	for i := range cycles() {
+		opts := []scope.Option{}
+		if i%2 == 1 {
+			opts = append(opts, scope.WithTimeout(time.Hour))
+		}
+		s := scope.Open(parent, opts...)
+		scope.Fork(s, value(i))
+		require.NoError(t, s.Join())
+		require.Equal(t, int64(0), parent.live.Load(), "cycle %d left a registration", i)
+	}
+	assert.LessOrEqual(t, parent.max.Load(), int64(1))
+}
+
+func TestManyScopesKeepMemoryFlat(t *testing.T) {
+	if raceEnabled {
+		t.Skip("memory figures are meaningless under the race detector")
+	}
+	parent, cancel := context.WithCancel(context.Background()) // a stdlib parent: children live in its map
+	defer cancel()
+	run := func(n int) {
+		for i := range n {
+			s := scope.Open(parent)
+			scope.Fork(s, value(i))
+			if err := s.Join(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run(1000) // warm up
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	run(cycles())
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	// A leaked registration costs over a hundred bytes; 100k of them would be >10 MB.
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	assert.Less(t, grown, int64(1<<20), "heap grew by %d bytes over %d cycles", grown, cycles())
+}
