@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestHandler runs the demo and checks the three answers, and that the request ID bound by the
+// middleware reached the forks (their log records), the backends (echoed in the reply) and the
+// response header.
+func TestHandler(t *testing.T) {
+	var out bytes.Buffer
+	// A generous deadline, so that a loaded machine does not turn the two fast cases into timeouts.
+	require.NoError(t, run(t.Context(), &out, []string{"-timeout", "1s"}), out.String())
+	got := out.String()
+	for _, want := range []string{
+		`-> 200 OK`, `"request_id":"r-1001"`, // the user service received the ID from a fork
+		`-> 502 Bad Gateway`, `{"error":"users: 500 Internal Server Error: user store down","request_id":"r-1002"}`,
+		`-> 504 Gateway Timeout`, `{"error":"scope: timed out","request_id":"r-1003"}`,
+		`msg="users: failed" status=500 request_id=r-1002`,
+		`msg="orders: call abandoned" cause="scope: timed out" request_id=r-1003`,
+	} {
+		assert.Contains(t, got, want)
+	}
+	// Every log record carries the ID of the request it belongs to.
+	for _, line := range regexp.MustCompile(`(?m)^  log: .*$`).FindAllString(got, -1) {
+		assert.Regexp(t, `request_id=r-100[123]$`, line)
+	}
+	assert.Regexp(t, `(?m)^/profile/3\s+r-1003\s+504 Gateway Timeout`, got)
+}
+
+// TestServe runs the service with -serve, calls it like a user would, and stops it.
+func TestServe(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	var out syncBuffer
+	go func() { done <- run(ctx, &out, []string{"-serve", "-addr", "127.0.0.1:0"}) }()
+
+	var url string
+	require.Eventually(t, func() bool {
+		m := regexp.MustCompile(`profile service on (http://\S+)`).FindStringSubmatch(out.String())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	}, 10*time.Second, 10*time.Millisecond)
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(url + "/profile/1")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Regexp(t, `^gen-\d+$`, resp.Header.Get("X-Request-ID"), "an ID is made up when the client sends none")
+	assert.Contains(t, string(body), `"request_id":"`+resp.Header.Get("X-Request-ID")+`"`)
+
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// syncBuffer is a bytes.Buffer that run may write while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
