@@ -104,7 +104,9 @@ func BenchmarkUncontended(b *testing.B) {
 }
 
 // BenchmarkContended has GOMAXPROCS goroutines, then 64, hammering a semaphore of capacity 1 and
-// then 4, each holding its permit for a few nanoseconds of work.
+// then 4, each holding its permit for a moment of work. The b.N operations are split evenly
+// between the goroutines (not b.RunParallel, whose estimate of b.N goes wild when most of 64
+// goroutines are parked).
 func BenchmarkContended(b *testing.B) {
 	for _, goroutines := range []int{0, 64} { // 0: GOMAXPROCS
 		for _, capacity := range []int64{1, 4} {
@@ -115,19 +117,34 @@ func BenchmarkContended(b *testing.B) {
 				}
 				b.Run(name+"/cap="+itoa(capacity)+"/impl="+p.name, func(b *testing.B) {
 					b.ReportAllocs()
-					acquire, release := p.make(capacity)
-					if goroutines > 0 {
-						b.SetParallelism((goroutines + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+					g := goroutines
+					if g == 0 {
+						g = runtime.GOMAXPROCS(0)
 					}
-					b.RunParallel(func(pb *testing.PB) {
-						x := 0
-						for pb.Next() {
-							acquire()
-							x++
-							release()
+					acquire, release := p.make(capacity)
+					start := make(chan struct{})
+					var wg sync.WaitGroup
+					for i := range g {
+						n := b.N / g
+						if i < b.N%g {
+							n++
 						}
-						_ = x
-					})
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							<-start
+							x := 0
+							for range n {
+								acquire()
+								x++
+								release()
+							}
+							_ = x
+						}()
+					}
+					b.ResetTimer()
+					close(start)
+					wg.Wait()
 				})
 			}
 		}
