@@ -22,7 +22,8 @@ func Call[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, e
 	if l.cfg.logger != nil {
 		t0 = time.Now()
 	}
-	l.count.submitted.Add(1)
+	count := l.count.pick() // one shard for the call: its two adds hit one cache line
+	count.submitted.Add(1)
 	if ctx.Done() != nil || !l.slots.TryAcquire(1) {
 		if err := l.enter(ctx, t0); err != nil {
 			return v, err
@@ -47,10 +48,10 @@ func Call[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, e
 		l.checkIdle()
 	}
 	if err == nil {
-		l.count.completed.Add(1)
+		count.completed.Add(1)
 		return v, nil
 	}
-	l.count.add(failure(ctx, false))
+	count.add(failure(ctx, false))
 	return v, err
 }
 
@@ -83,7 +84,7 @@ func callTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 	if l.cfg.logger != nil {
 		c.t0 = time.Now()
 	}
-	l.count.submitted.Add(1)
+	l.count.pick().submitted.Add(1)
 	if err := l.enter(ctx, c.t0); err != nil {
 		return zero, err
 	}
@@ -100,11 +101,11 @@ func callTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 		l.overrunning.Add(1) // before the task's goroutine can see it abandoned and take it back
 		if c.state.CompareAndSwap(timedRunning, timedAbandoned) {
 			if context.Cause(c.ctx) == ErrTaskTimeout {
-				l.count.timedOut.Add(1)
+				l.count.pick().timedOut.Add(1)
 				l.logTimeout(ctx, c.t0, c.t1)
 				return zero, ErrTaskTimeout
 			}
-			l.count.cancelled.Add(1)
+			l.count.pick().cancelled.Add(1)
 			return zero, ctxErr(ctx)
 		}
 		l.overrunning.Add(-1)
@@ -114,14 +115,14 @@ func callTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 	case !c.broken && context.Cause(c.ctx) == ErrTaskTimeout:
 		// fn returned after its time was up, most likely because it was up: the timeout
 		// stands, whatever fn returned.
-		l.count.timedOut.Add(1)
+		l.count.pick().timedOut.Add(1)
 		l.logTimeout(ctx, c.t0, c.t1)
 		return zero, ErrTaskTimeout
 	case c.err == nil:
-		l.count.completed.Add(1)
+		l.count.pick().completed.Add(1)
 		return c.val, nil
 	default:
-		l.count.add(failure(ctx, false))
+		l.count.pick().add(failure(ctx, false))
 		return c.val, c.err
 	}
 }
@@ -147,7 +148,7 @@ func (c *timedCall[T]) abort(r any) {
 	}
 	pe := &PanicError{Value: r, Stack: debug.Stack()}
 	c.err = pe
-	c.l.count.panicked.Add(1)
+	c.l.count.pick().panicked.Add(1)
 	c.l.logPanic(c.ctx, pe, c.t0, c.t1)
 }
 

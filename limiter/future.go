@@ -74,7 +74,7 @@ func Submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T,
 	if l.cfg.logger != nil {
 		f.born = time.Since(l.epoch)
 	}
-	l.count.submitted.Add(1)
+	l.count.pick().submitted.Add(1)
 	if done := ctx.Done(); done != nil {
 		select {
 		case <-done:
@@ -324,7 +324,7 @@ func (f *Future[T]) abort(tctx context.Context, r any) runner {
 		return f.exit(tctx, zero, ErrGoexit, true, false)
 	}
 	pe := &PanicError{Value: r, Stack: debug.Stack()}
-	f.l.count.panicked.Add(1)
+	f.l.count.pick().panicked.Add(1)
 	t0 := f.l.epoch.Add(f.born)
 	f.l.logPanic(tctx, pe, t0, t0.Add(f.wait))
 	return f.exit(tctx, zero, pe, true, true)
@@ -452,7 +452,7 @@ const (
 func (f *Future[T]) endLocked(v T, err error, o outcome) ending {
 	f.val, f.err = v, err
 	f.completed = true
-	f.l.count.add(o)
+	f.l.count.pick().add(o)
 	var e ending
 	switch o {
 	case outRejected:

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Stats is a snapshot of a Limiter's gauges and counters, taken by [Limiter.Stats].
@@ -31,20 +32,43 @@ type Stats struct {
 	Panicked  int64 // panics in tasks, whichever of the above their call was counted in
 }
 
-// counters are the limiter's event counts. The two that every call touches sit on cache lines
-// of their own, so that busy limiters do not make the rest of the Limiter's fields bounce.
+// counters are the limiter's event counts, spread over shards so that callers on different
+// cores do not all increment one cache line: a call counts in the shard its goroutine's stack
+// address picks (see pick) and Stats adds the shards up. Each counter stays exact and, since every
+// shard only grows, so does every sum Stats reads.
 type counters struct {
-	_         [64]byte
+	_      [64]byte
+	shards [counterShards]counterShard
+}
+
+const counterShards = 8
+
+// A counterShard is one cache line of counters.
+type counterShard struct {
 	submitted atomic.Int64
-	_         [56]byte
 	completed atomic.Int64
-	_         [56]byte
 	failed    atomic.Int64
 	rejected  atomic.Int64
 	timedOut  atomic.Int64
 	cancelled atomic.Int64
 	panicked  atomic.Int64
-	_         [24]byte
+	_         [8]byte
+}
+
+// pick returns a shard to count in: the one the address of the caller's stack falls on, so
+// that a goroutine keeps to one shard and goroutines on different stacks spread out.
+func (c *counters) pick() *counterShard {
+	var here byte
+	return &c.shards[(uintptr(unsafe.Pointer(&here))>>12)%counterShards]
+}
+
+// sum adds up one counter over the shards.
+func (c *counters) sum(field func(*counterShard) *atomic.Int64) int64 {
+	var n int64
+	for i := range c.shards {
+		n += field(&c.shards[i]).Load()
+	}
+	return n
 }
 
 // outcome is how a call ended, for counting.
@@ -58,7 +82,7 @@ const (
 	outCancelled
 )
 
-func (c *counters) add(o outcome) {
+func (c *counterShard) add(o outcome) {
 	switch o {
 	case outCompleted:
 		c.completed.Add(1)
@@ -89,13 +113,14 @@ func (l *Limiter) Stats() Stats {
 	s.Limit = l.limit
 	// Outcomes before Submitted: a call is counted in Submitted before it can end, so the
 	// snapshot never shows more ended calls than begun ones.
-	s.Completed = l.count.completed.Load()
-	s.Failed = l.count.failed.Load()
-	s.Rejected = l.count.rejected.Load()
-	s.TimedOut = l.count.timedOut.Load()
-	s.Cancelled = l.count.cancelled.Load()
-	s.Panicked = l.count.panicked.Load()
-	s.Submitted = l.count.submitted.Load()
+	c := &l.count
+	s.Completed = c.sum(func(c *counterShard) *atomic.Int64 { return &c.completed })
+	s.Failed = c.sum(func(c *counterShard) *atomic.Int64 { return &c.failed })
+	s.Rejected = c.sum(func(c *counterShard) *atomic.Int64 { return &c.rejected })
+	s.TimedOut = c.sum(func(c *counterShard) *atomic.Int64 { return &c.timedOut })
+	s.Cancelled = c.sum(func(c *counterShard) *atomic.Int64 { return &c.cancelled })
+	s.Panicked = c.sum(func(c *counterShard) *atomic.Int64 { return &c.panicked })
+	s.Submitted = c.sum(func(c *counterShard) *atomic.Int64 { return &c.submitted })
 	s.Overrunning = int(l.overrunning.Load())
 	s.Waiting = int(l.waiting.Load())
 	s.InFlight = l.inFlight()
