@@ -106,9 +106,6 @@ func decode(word int64) (avail int64, queued bool) {
 	return word, false
 }
 
-// Fair reports whether arrivals wait behind queued waiters.
-func (s *Sema) Fair() bool { return s.fair }
-
 // Available returns capacity minus held permits; negative after a shrink.
 func (s *Sema) Available() int64 {
 	avail, _ := decode(s.state.Load())
@@ -197,22 +194,10 @@ func (s *Sema) TryAcquire(n int64) bool {
 }
 
 func (s *Sema) acquireSlow(ctx context.Context, n int64, timed bool, d time.Duration) error {
-	s.mu.Lock()
-	// The fast path may have lost only a race: retry under the lock, where the queue is stable.
-	if (s.head == nil || !s.fair) && s.take(n) {
-		s.mu.Unlock()
-		return nil
+	w, settled := s.queue(n, nil, nil)
+	if w == nil {
+		return settled
 	}
-	if s.closed != nil {
-		err := s.closed
-		s.mu.Unlock()
-		return err
-	}
-	w := s.node() // under the lock, but cheap; the lock keeps the queue consistent
-	w.n = n
-	woken := s.enqueue(w)
-	s.mu.Unlock()
-	signal(woken)
 
 	var expired <-chan time.Time
 	if timed {
@@ -280,29 +265,49 @@ func (s *Sema) AcquireFunc(w *Waiter, n int64, fn func(error)) (acquired bool, e
 	if n == 0 || s.take(n) {
 		return true, nil
 	}
+	queued, err := s.queue(n, w, fn)
+	return queued == nil && err == nil, err
+}
+
+// queue is the locked step of an acquire that found no free permits. The fast path may only have
+// lost a race, so it tries again under the lock, where the queue is stable; it fails with
+// Close's error once closed; else it appends w (a recycled blocking waiter when w is nil) and
+// returns it. It returns a nil waiter when the request was settled here: taken (err == nil) or
+// refused. A request served while being appended — a Release slipped in before the queue's
+// offset was in place — is settled here too, and its fn is not called.
+func (s *Sema) queue(n int64, w *Waiter, fn func(error)) (*Waiter, error) {
 	s.mu.Lock()
 	if (s.head == nil || !s.fair) && s.take(n) {
 		s.mu.Unlock()
-		return true, nil
+		return nil, nil
 	}
 	if s.closed != nil {
 		err := s.closed
 		s.mu.Unlock()
-		return false, err
+		return nil, err
 	}
-	*w = Waiter{n: n, fn: fn}
+	if w == nil {
+		w = s.node()
+	} else {
+		*w = Waiter{fn: fn}
+	}
+	w.n = n
 	woken := s.enqueue(w)
-	if !w.queued {
-		// Served while enqueuing; w is the tail, so it was served last and heads the list.
-		woken = woken.next
-		w.next = nil
+	if w.queued {
 		s.mu.Unlock()
 		signal(woken)
-		return w.err == nil, w.err
+		return w, nil
 	}
+	// w is the tail, so it was served last and heads the list.
+	woken = woken.next
+	w.next = nil
 	s.mu.Unlock()
 	signal(woken)
-	return false, nil
+	err := w.err
+	if w.fn == nil {
+		s.recycle(w)
+	}
+	return nil, err
 }
 
 // Cancel takes a queued waiter off the queue. It reports true if it did, in which case its fn
@@ -383,9 +388,7 @@ func (s *Sema) SetCapacity(n int64) {
 		for w := s.head; w != nil; {
 			next := w.next
 			if w.n > n {
-				s.remove(w)
-				w.err = fmt.Errorf("%w: %d permits requested, capacity shrank to %d", ErrInvalidWeight, w.n, n)
-				w.next, woken = woken, w
+				woken = s.fail(w, fmt.Errorf("%w: %d permits requested, capacity shrank to %d", ErrInvalidWeight, w.n, n), woken)
 			}
 			w = next
 		}
@@ -411,9 +414,7 @@ func (s *Sema) Close(err error) int {
 	var woken *Waiter
 	count := 0
 	for w := s.head; w != nil; w = s.head {
-		s.remove(w)
-		w.err = err
-		w.next, woken = woken, w
+		woken = s.fail(w, err, woken)
 		count++
 	}
 	s.mu.Unlock()
@@ -421,20 +422,21 @@ func (s *Sema) Close(err error) int {
 	return count
 }
 
-// enqueue appends w and serves the queue: a Release that ran after our last look but before the
-// offset was in place took the fast path and will not wake anyone, so look again. s.mu is held.
+// enqueue appends w. When w is the first in the queue it also serves the queue: a Release that
+// ran after our last look but before the offset was in place took the fast path and will not
+// wake anyone, so look again. Behind others, the offset was already in place. s.mu is held.
 func (s *Sema) enqueue(w *Waiter) (woken *Waiter) {
 	w.queued = true
 	w.err = nil
-	if s.tail == nil {
-		s.head, s.tail = w, w
-		s.state.Add(-bias)
-	} else {
+	s.waiting.Add(1)
+	if s.tail != nil {
 		w.prev = s.tail
 		s.tail.next = w
 		s.tail = w
+		return nil
 	}
-	s.waiting.Add(1)
+	s.head, s.tail = w, w
+	s.state.Add(-bias)
 	return s.grant()
 }
 
@@ -460,14 +462,20 @@ func (s *Sema) remove(w *Waiter) {
 
 func (s *Sema) grant() *Waiter { return s.grantInto(nil) }
 
+// fail takes w off the queue with err and returns it prepended to woken. s.mu is held.
+func (s *Sema) fail(w *Waiter, err error, woken *Waiter) *Waiter {
+	s.remove(w)
+	w.err = err
+	w.next = woken
+	return w
+}
+
 // grantInto serves waiters from the head while their requests fit, strictly in order, and
 // returns them, linked through next, prepended to woken. s.mu is held.
 func (s *Sema) grantInto(woken *Waiter) *Waiter {
 	for w := s.head; w != nil; w = s.head {
 		if w.n > s.capacity.Load() {
-			s.remove(w)
-			w.err = fmt.Errorf("%w: %d permits requested, capacity %d", ErrInvalidWeight, w.n, s.capacity.Load())
-			w.next, woken = woken, w
+			woken = s.fail(w, s.invalid(w.n), woken)
 			continue
 		}
 		for {
