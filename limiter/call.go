@@ -17,7 +17,12 @@ func Call[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, e
 	if l.cfg.taskTimeout > 0 {
 		return callTimed(ctx, l, fn)
 	}
-	// As in Do, the fast path in one frame.
+	return callHere(ctx, l, fn)
+}
+
+// callHere runs fn on the caller's goroutine, for a limiter without a task timeout: the fast path
+// of Do and Call, written for speed (no call but the semaphore's and fn on the way in).
+func callHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) (v T, err error) {
 	var t0, t1 time.Time
 	if l.cfg.logger != nil {
 		t0 = time.Now()
@@ -43,10 +48,7 @@ func Call[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, e
 	}()
 	v, err = fn(ctx)
 	normal = true
-	l.slots.Release(1)
-	if l.closed.Load() {
-		l.checkIdle()
-	}
+	l.release()
 	if err == nil {
 		count.completed.Add(1)
 		return v, nil

@@ -165,7 +165,6 @@ var closedChan = func() chan struct{} {
 // it returns. Either way the call is counted Cancelled. On a completed Future, Cancel does
 // nothing. It never blocks for long and may be called any number of times.
 func (f *Future[T]) Cancel() {
-	l := f.l
 	f.mu.Lock()
 	if f.completed || f.cancelled {
 		f.mu.Unlock()
@@ -176,12 +175,11 @@ func (f *Future[T]) Cancel() {
 	var cancel context.CancelFunc
 	switch f.phase {
 	case phaseQueued:
-		if !l.slots.Cancel(&f.w) {
+		var left bool
+		if e, left = f.leaveQueueLocked(context.Canceled, outCancelled); !left {
 			f.mu.Unlock() // granted just now: run sees f.cancelled before it starts fn
 			return
 		}
-		l.waiting.Add(-1)
-		e = f.endQueuedLocked(context.Canceled, outCancelled)
 	case phaseRunning:
 		e = f.overrunLocked(context.Canceled, outCancelled)
 		cancel = f.cancel
@@ -210,15 +208,16 @@ func (f *Future[T]) granted(err error) {
 
 // onAcquireTimeout runs when the acquire timeout fires while the task is queued.
 func (f *Future[T]) onAcquireTimeout() {
-	l := f.l
 	f.mu.Lock()
-	if f.completed || f.phase != phaseQueued || !l.slots.Cancel(&f.w) {
-		f.mu.Unlock() // done, or granted just in time: then it runs
+	if f.completed || f.phase != phaseQueued {
+		f.mu.Unlock()
 		return
 	}
-	l.waiting.Add(-1)
-	e := f.endQueuedLocked(ErrAcquireTimeout, outRejected)
+	e, left := f.leaveQueueLocked(ErrAcquireTimeout, outRejected)
 	f.mu.Unlock()
+	if !left {
+		return // granted just in time: then it runs
+	}
 	f.publish(e)
 }
 
@@ -229,7 +228,6 @@ func (f *Future[T]) onCtxDone() { f.onDone(false) }
 // onDone is onCtxDone, and also runs when the task's context ends while it runs under a task
 // timeout; timedOut tells whether the timeout ended it.
 func (f *Future[T]) onDone(timedOut bool) {
-	l := f.l
 	f.mu.Lock()
 	if f.completed {
 		f.mu.Unlock()
@@ -238,12 +236,11 @@ func (f *Future[T]) onDone(timedOut bool) {
 	var e ending
 	switch f.phase {
 	case phaseQueued:
-		if !l.slots.Cancel(&f.w) {
+		var left bool
+		if e, left = f.leaveQueueLocked(ctxErr(f.ctx), outCancelled); !left {
 			f.mu.Unlock() // granted just now: run sees ctx's end before it starts fn
 			return
 		}
-		l.waiting.Add(-1)
-		e = f.endQueuedLocked(ctxErr(f.ctx), outCancelled)
 	case phaseRunning:
 		if timedOut {
 			e = f.overrunLocked(ErrTaskTimeout, outTimedOut)
@@ -461,6 +458,17 @@ func (f *Future[T]) endLocked(v T, err error, o outcome) ending {
 		e.log = logTimeout
 	}
 	return e
+}
+
+// leaveQueueLocked takes a queued task off the queue and settles it with err, counted as o. It
+// reports false, settling nothing, when the slot was granted meanwhile: the task's goroutine then
+// sees why it must not run. f.mu is held.
+func (f *Future[T]) leaveQueueLocked(err error, o outcome) (ending, bool) {
+	if !f.l.slots.Cancel(&f.w) {
+		return ending{}, false
+	}
+	f.l.waiting.Add(-1)
+	return f.endQueuedLocked(err, o), true
 }
 
 // endQueuedLocked settles the result of a task that will never run. f.mu is held.

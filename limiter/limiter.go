@@ -78,49 +78,16 @@ func New(limit int, opts ...Option) *Limiter {
 //
 // Calling Do from a task of the same limiter needs a second slot: with every slot taken it waits
 // like any other caller, so give such a limiter an acquire timeout.
-func (l *Limiter) Do(ctx context.Context, fn func(context.Context) error) (err error) {
+func (l *Limiter) Do(ctx context.Context, fn func(context.Context) error) error {
 	if fn == nil {
 		panic("limiter: Do: nil function")
 	}
+	// Two literals, not one shared: the one callHere gets does not escape and costs nothing.
 	if l.cfg.taskTimeout > 0 {
 		_, err := callTimed(ctx, l, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
 		return err
 	}
-	// The fast path is written out here, in one frame: no calls but the semaphore's and fn.
-	var t0, t1 time.Time
-	if l.cfg.logger != nil {
-		t0 = time.Now()
-	}
-	count := l.count.pick() // one shard for the call: its two adds hit one cache line
-	count.submitted.Add(1)
-	if ctx.Done() != nil || !l.slots.TryAcquire(1) {
-		if err := l.enter(ctx, t0); err != nil {
-			return err
-		}
-	} else if l.closed.Load() {
-		l.release()
-		return l.reject(ctx, ErrClosed, t0)
-	}
-	if l.cfg.logger != nil {
-		t1 = time.Now()
-	}
-	normal := false
-	defer func() {
-		if !normal {
-			err = l.abortHere(ctx, recover(), t0, t1)
-		}
-	}()
-	err = fn(ctx)
-	normal = true
-	l.slots.Release(1)
-	if l.closed.Load() {
-		l.checkIdle()
-	}
-	if err == nil {
-		count.completed.Add(1)
-		return nil
-	}
-	count.add(failure(ctx, false))
+	_, err := callHere(ctx, l, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
 	return err
 }
 
