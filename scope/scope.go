@@ -198,9 +198,17 @@ func (s *Scope) admit(t forked) bool {
 	if s.policy == policyCustom || s.sem != nil {
 		return s.admitSlow(t)
 	}
-	// Count first, check after: one atomic operation on the common path.
+	return s.count(t)
+}
+
+// count counts a fork in, or refuses it if the scope is joined, closed or cancelled. Count first,
+// check after: one atomic operation on the common path.
+func (s *Scope) count(t forked) bool {
 	if f := s.state.Add(1); f&(flagJoined|flagClosed|flagCancelled) != 0 || s.ctx.Err() != nil {
 		s.done()
+		if s.sem != nil {
+			s.sem.Release(1)
+		}
 		return s.refuse(t, f)
 	}
 	return true
@@ -239,14 +247,7 @@ func (s *Scope) admitSlow(t forked) bool {
 		// Only a done context makes Acquire fail: the scope is cancelled.
 		return s.refuse(t, 0)
 	}
-	if f := s.state.Add(1); f&(flagJoined|flagClosed|flagCancelled) != 0 || s.ctx.Err() != nil {
-		s.done()
-		if s.sem != nil {
-			s.sem.Release(1)
-		}
-		return s.refuse(t, f)
-	}
-	return true
+	return s.count(t)
 }
 
 func forkAfter(flags uint64) string {
