@@ -6,13 +6,14 @@ import (
 	"io"
 	"net/http"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/goloom/loom/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -45,7 +46,7 @@ func TestHandler(t *testing.T) {
 func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	go func() { done <- run(ctx, &out, []string{"-serve", "-addr", "127.0.0.1:0"}) }()
 
 	var url string
@@ -70,22 +71,4 @@ func TestServe(t *testing.T) {
 
 	cancel()
 	require.NoError(t, <-done)
-}
-
-// syncBuffer is a bytes.Buffer that run may write while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

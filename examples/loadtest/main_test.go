@@ -8,13 +8,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/goloom/loom/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -113,7 +114,7 @@ func TestScaleKeepsExplicitFlags(t *testing.T) {
 }
 
 func TestProgressLine(t *testing.T) {
-	var buf syncBuffer
+	var buf testutil.SyncBuffer
 	p := &progress{w: &buf, on: true, delay: time.Millisecond, every: time.Millisecond}
 	stop := p.track("000 pool", func() string { return "12/34 done" })
 	require.Eventually(t, func() bool { return strings.Contains(buf.String(), "[000 pool] 12/34 done") },
@@ -144,21 +145,4 @@ func TestNum(t *testing.T) {
 	assert.Equal(t, "12,000", num(11999.6, 0))
 	assert.Equal(t, "-3.5", num(-3.5, 1))
 	assert.Equal(t, "999", num(999, 0))
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
