@@ -11,10 +11,21 @@ import (
 const MaxPermits int64 = sema.MaxPermits
 
 // A Semaphore hands out up to Capacity permits, in strict FIFO order unless made [Unfair].
-// Create one with [New]; the zero value is not usable. A Semaphore must not be copied after
-// first use.
+// Create one with [New]. The zero value and a nil *Semaphore are not usable: every method panics
+// with "semaphore: zero Semaphore; use New". A Semaphore must not be copied after first use.
+//
+// Memory model: a Release happens-before every Acquire (or TryAcquire) that the released permits
+// satisfy, as an unlock does before the lock it lets in.
 type Semaphore struct {
 	s sema.Sema
+}
+
+// core returns the semaphore's core, or panics for a zero or nil Semaphore.
+func (s *Semaphore) core() *sema.Sema {
+	if s == nil || !s.s.Ready() {
+		panic("semaphore: zero Semaphore; use New")
+	}
+	return &s.s
 }
 
 // An Option configures a Semaphore.
@@ -47,38 +58,52 @@ func New(permits int64, opts ...Option) *Semaphore {
 // is done); n < 0 or n > [Semaphore.Capacity] returns an error matching [ErrInvalidWeight] at
 // once, as does a wait whose n a shrink has made impossible. In fair mode the request queues
 // behind every earlier one.
-func (s *Semaphore) Acquire(ctx context.Context, n int64) error { return s.s.Acquire(ctx, n) }
+//
+// It panics if ctx is nil.
+func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
+	c := s.core()
+	if ctx == nil {
+		panic("semaphore: Acquire: nil context")
+	}
+	return c.Acquire(ctx, n)
+}
 
 // AcquireTimeout is [Semaphore.Acquire] that gives up after d with [ErrTimeout], holding
 // nothing. If ctx ends first it returns ctx.Err(). With d <= 0 it does not wait: after the usual
 // checks (invalid weight, done ctx) it acquires at once if [Semaphore.TryAcquire] would, else
-// returns ErrTimeout.
+// returns ErrTimeout. It panics if ctx is nil.
 func (s *Semaphore) AcquireTimeout(ctx context.Context, n int64, d time.Duration) error {
-	return s.s.AcquireTimeout(ctx, n, d)
+	c := s.core()
+	if ctx == nil {
+		panic("semaphore: AcquireTimeout: nil context")
+	}
+	return c.AcquireTimeout(ctx, n, d)
 }
 
 // TryAcquire takes n permits if it can without waiting and reports whether it did. In fair mode
 // it fails while anyone is queued, even if n permits are free. It returns false for n < 0 or
 // n > Capacity, and true for n == 0.
-func (s *Semaphore) TryAcquire(n int64) bool { return s.s.TryAcquire(n) }
+func (s *Semaphore) TryAcquire(n int64) bool { return s.core().TryAcquire(n) }
 
 // Release returns n permits and serves queued requests in order. It panics with
 // "semaphore: released more than held" if that would make more permits free than the capacity,
-// and on n < 0.
-func (s *Semaphore) Release(n int64) { s.s.Release(n) }
+// and on n < 0. A Release of permits that are held never panics and never loses a permit,
+// whatever [Semaphore.SetCapacity] does at the same time. A Release happens-before the Acquire it
+// satisfies.
+func (s *Semaphore) Release(n int64) { s.core().Release(n) }
 
 // Available returns the capacity minus the permits held. It is negative after a shrink until
 // enough permits come back. Like every gauge, it may be stale by the time the caller looks.
-func (s *Semaphore) Available() int64 { return s.s.Available() }
+func (s *Semaphore) Available() int64 { return s.core().Available() }
 
 // Waiting returns the number of requests queued.
-func (s *Semaphore) Waiting() int { return s.s.Waiting() }
+func (s *Semaphore) Waiting() int { return s.core().Waiting() }
 
 // Capacity returns the current number of permits, held or free.
-func (s *Semaphore) Capacity() int64 { return s.s.Capacity() }
+func (s *Semaphore) Capacity() int64 { return s.core().Capacity() }
 
 // SetCapacity changes the number of permits to n; it never blocks. Growing serves queued
 // requests in order. Shrinking takes effect as permits come back: held permits are not revoked,
 // [Semaphore.Available] goes negative meanwhile, and queued requests for more than n fail with
 // [ErrInvalidWeight] at once. It panics if n is negative or above [MaxPermits].
-func (s *Semaphore) SetCapacity(n int64) { s.s.SetCapacity(n) }
+func (s *Semaphore) SetCapacity(n int64) { s.core().SetCapacity(n) }

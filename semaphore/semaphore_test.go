@@ -641,3 +641,33 @@ func TestManySemaphoresAndWaitersConcurrently(t *testing.T) {
 		assert.Equal(t, int64(1), s.Available())
 	})
 }
+
+// "The zero values ... and a nil *Semaphore are not usable: every method panics with
+// PKG: zero TYPE; use New, never a nil dereference deep inside, never a silent fallback (no
+// unfair zero Semaphore)."
+func TestZeroAndNilSemaphorePanic(t *testing.T) {
+	const msg = "semaphore: zero Semaphore; use New"
+	var zero semaphore.Semaphore
+	var nilSem *semaphore.Semaphore
+	for name, s := range map[string]*semaphore.Semaphore{"zero": &zero, "nil": nilSem} {
+		t.Run(name, func(t *testing.T) {
+			assert.PanicsWithValue(t, msg, func() { _ = s.Acquire(t.Context(), 1) })
+			assert.PanicsWithValue(t, msg, func() { _ = s.AcquireTimeout(t.Context(), 1, time.Second) })
+			assert.PanicsWithValue(t, msg, func() { s.TryAcquire(1) })
+			assert.PanicsWithValue(t, msg, func() { s.Release(1) })
+			assert.PanicsWithValue(t, msg, func() { s.Available() })
+			assert.PanicsWithValue(t, msg, func() { s.Waiting() })
+			assert.PanicsWithValue(t, msg, func() { s.Capacity() })
+			assert.PanicsWithValue(t, msg, func() { s.SetCapacity(1) })
+		})
+	}
+}
+
+// "A nil ctx passed to any function of any package panics with PKG: OP: nil context."
+func TestNilContextPanics(t *testing.T) {
+	s := semaphore.New(1)
+	var nilCtx context.Context // a variable, so that vet and staticcheck let the misuse through
+	assert.PanicsWithValue(t, "semaphore: Acquire: nil context", func() { _ = s.Acquire(nilCtx, 1) })
+	assert.PanicsWithValue(t, "semaphore: AcquireTimeout: nil context", func() { _ = s.AcquireTimeout(nilCtx, 1, time.Second) })
+	assert.Equal(t, int64(1), s.Available(), "a refused call takes nothing")
+}

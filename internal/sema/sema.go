@@ -63,6 +63,7 @@ type Sema struct {
 	// also miss on capacity.
 	capacity atomic.Int64
 	fair     bool
+	ready    bool // set by Init: a zero Sema is not usable
 	_        [cacheLine - 16]byte
 	state    atomic.Int64 // free permits, offset by -bias while anyone is queued
 	_        [cacheLine - 8]byte
@@ -94,10 +95,13 @@ func (s *Sema) Init(permits int64, fair bool) {
 	if permits > MaxPermits {
 		panic(fmt.Sprintf("semaphore: New: capacity %d above the maximum %d", permits, int64(MaxPermits)))
 	}
-	s.fair = fair
+	s.fair, s.ready = fair, true
 	s.state.Store(permits)
 	s.capacity.Store(permits)
 }
+
+// Ready reports whether s was made by [New] or [Init]; a zero Sema is not usable.
+func (s *Sema) Ready() bool { return s.ready }
 
 func decode(word int64) (avail int64, queued bool) {
 	if word < threshold {
@@ -277,6 +281,12 @@ func (s *Sema) AcquireFunc(w *Waiter, n int64, fn func(error)) (acquired bool, e
 // offset was in place — is settled here too, and its fn is not called.
 func (s *Sema) queue(n int64, w *Waiter, fn func(error)) (*Waiter, error) {
 	s.mu.Lock()
+	if n > s.capacity.Load() {
+		// A shrink landed after the caller's first check: the request can never be served.
+		// Under s.mu the capacity cannot move again before we would queue.
+		s.mu.Unlock()
+		return nil, s.invalid(n)
+	}
 	if (s.head == nil || !s.fair) && s.take(n) {
 		s.mu.Unlock()
 		return nil, nil
@@ -332,7 +342,15 @@ func (s *Sema) Cancel(w *Waiter) bool {
 	return true
 }
 
-// Release returns n permits and serves the queue in order.
+// Release returns n permits and serves the queue in order. It panics if that would leave more
+// permits free than the capacity: more were released than held.
+//
+// The check is exact, also while SetCapacity runs: the permits are added first (one atomic
+// addition, the common path), and only when the sum looks above the capacity is it checked again
+// under s.mu, where the capacity cannot move. Outside the lock the word and the capacity are read
+// at two instants, so a whole shrink may land between them and make a legitimate release look
+// like an over-release; under the lock, free == capacity - held holds exactly, so free > capacity
+// means that more was released than is held.
 func (s *Sema) Release(n int64) {
 	if n <= 0 {
 		if n < 0 {
@@ -345,14 +363,28 @@ func (s *Sema) Release(n int64) {
 	}
 	avail, queued := decode(s.state.Add(n))
 	if avail > s.capacity.Load() {
-		// Refused: take them back. Until then an arrival may have seen them; that is the
-		// misuse being reported, and the count is right again once the panic is raised.
-		s.state.Add(-n)
-		panic("semaphore: released more than held")
+		s.releaseChecked(n)
+		return
 	}
 	if queued {
 		s.wake()
 	}
+}
+
+// releaseChecked settles a release whose sum looked above the capacity: under s.mu it either
+// finds the count consistent after all (a resize raced the look) and serves the queue, or takes
+// the n permits back and panics. Until then an arrival may have used the surplus; that is the
+// misuse being reported, and the count is right again once the panic is raised.
+func (s *Sema) releaseChecked(n int64) {
+	s.mu.Lock()
+	if avail, _ := decode(s.state.Load()); avail > s.capacity.Load() {
+		s.state.Add(-n)
+		s.mu.Unlock()
+		panic("semaphore: released more than held")
+	}
+	woken := s.grant()
+	s.mu.Unlock()
+	signal(woken)
 }
 
 func (s *Sema) wake() {
@@ -425,18 +457,22 @@ func (s *Sema) Close(err error) int {
 // enqueue appends w. When w is the first in the queue it also serves the queue: a Release that
 // ran after our last look but before the offset was in place took the fast path and will not
 // wake anyone, so look again. Behind others, the offset was already in place. s.mu is held.
+//
+// The offset goes in before the waiter is counted in Waiting: fair means fair at every instant,
+// so from the moment anyone can see a waiter, no arrival may take a free permit ahead of it.
 func (s *Sema) enqueue(w *Waiter) (woken *Waiter) {
 	w.queued = true
 	w.err = nil
-	s.waiting.Add(1)
 	if s.tail != nil {
+		s.waiting.Add(1)
 		w.prev = s.tail
 		s.tail.next = w
 		s.tail = w
 		return nil
 	}
-	s.head, s.tail = w, w
 	s.state.Add(-bias)
+	s.waiting.Add(1)
+	s.head, s.tail = w, w
 	return s.grant()
 }
 
