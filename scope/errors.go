@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 )
 
 // ErrTimeout is the cause of a scope whose [WithTimeout] deadline passed while a subtask was
@@ -25,16 +26,23 @@ func (e timeoutError) Error() string        { return string(e) }
 func (e timeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
 func (e timeoutError) Timeout() bool        { return true } // like net.Error, for callers that ask
 
-// A PanicError carries a panic from a forked function. By default Join (or Close, when no Join
-// surfaced it) re-panics with it on the owner's goroutine; with [PanicsAsErrors] Join returns it
-// as an error. It is also the Err of the subtask that panicked and the scope's cancellation cause
-// when the panic ended the scope.
+// A PanicError carries a panic from a forked function (or from a custom [Joiner]). By default
+// Join (or Close, when no Join surfaced it) re-panics with it on the owner's goroutine; with
+// [PanicsAsErrors] Join returns it as an error. It is also the Err of the subtask that panicked
+// and the scope's cancellation cause when the panic ended the scope.
 type PanicError struct {
 	Value any    // what was passed to panic; Unwrap returns it when it is an error
-	Stack []byte // the subtask's stack at the panic, from runtime/debug.Stack
+	Stack []byte // the stack of the goroutine that panicked, from runtime/debug.Stack
 }
 
-func (e *PanicError) Error() string { return fmt.Sprintf("scope: subtask panicked: %v", e.Value) }
+func newPanicError(v any) *PanicError { return &PanicError{Value: v, Stack: debug.Stack()} }
+
+// Error returns the panic value and, after a blank line, the stack of the goroutine that
+// panicked. When a re-panic reaches the top of the owner's goroutine, the runtime prints this
+// text: the crash then shows where the child panicked, not only where Join re-raised it.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("scope: subtask panicked: %v\n\n%s", e.Value, e.Stack)
+}
 
 // Unwrap returns the panic value when it is an error, so that errors.Is and errors.As reach it,
 // and nil otherwise.

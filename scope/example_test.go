@@ -285,10 +285,11 @@ func ExamplePanicsAsErrors() {
 	})
 	err := s.Join()
 	var pe *scope.PanicError
-	fmt.Println(errors.As(err, &pe))
-	fmt.Println(err)
+	fmt.Println(errors.As(err, &pe), pe.Value)
+	// Error() goes on with the child's stack, so that a log line shows where it panicked.
+	fmt.Println(strings.SplitN(err.Error(), "\n", 2)[0])
 	// Output:
-	// true
+	// true invariant broken
 	// scope: subtask panicked: invariant broken
 }
 

@@ -113,7 +113,8 @@ type scenario struct {
 	ctxCause  error
 	failures  []int // subtasks that failed before cancellation, in order
 	won       bool
-	first     int // first subtask to panic, or -1
+	first     int   // first subtask to panic, or -1
+	panics    []int // every subtask that panicked, in order
 	completed map[int]bool
 	elapsed   time.Duration
 }
@@ -403,6 +404,7 @@ func (sc *scenario) panicked(i int) {
 	if sc.first < 0 {
 		sc.first = i
 	}
+	sc.panics = append(sc.panics, i)
 	if !sc.cancelled && sc.ctxDone {
 		sc.end("outside", sc.ctxCause)
 	}
@@ -574,8 +576,13 @@ func (sc *scenario) checkJoinError(err error) {
 		case 4:
 			want = append(want, errResult)
 		}
-		if sc.reason == "panic" && !contains(want, sc.cause) {
-			want = append(want, sc.cause)
+	}
+	// "With PanicsAsErrors, every *PanicError of the scope (also those of subtasks that panicked
+	// after cancellation) is in Join's error (errors.Join of the policy's result and the panics,
+	// in completion order)."
+	for _, i := range sc.panics {
+		if pe := sc.failure(i); !contains(want, pe) {
+			want = append(want, pe)
 		}
 	}
 	var got []error

@@ -2,7 +2,6 @@ package scope
 
 import (
 	"context"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 )
@@ -178,7 +177,7 @@ func (m *mapper[In, Out]) abort(i int, r any) {
 		}
 		return
 	}
-	pe := &PanicError{Value: r, Stack: debug.Stack()}
+	pe := newPanicError(r)
 	s.panicked(m.task(Failed, zero, pe), pe)
 }
 

@@ -15,6 +15,11 @@ package scope
 // Cancelled subtask. Returning true cancels the scope. A panic in OnComplete is treated like a
 // subtask's panic.
 //
+// A panic in any of the three methods is user code failing like a subtask: it becomes a
+// [*PanicError] and cancels the scope, Join re-panics with it (or, with [PanicsAsErrors], returns
+// it), and every later Join returns it. Fork never panics for OnFork: that subtask is Failed with
+// the *PanicError.
+//
 // Result runs once, on the owner's goroutine, in the first Join, after every subtask has returned;
 // what it returns is what Join returns. It is not called when the scope ended from outside (parent
 // context, timeout, Close before Join) while subtasks were running, nor when Join re-panics a

@@ -329,3 +329,80 @@ func TestJoinerPanicIsKept(t *testing.T) {
 	pe := joinPanic(t, s)
 	assert.Equal(t, "bad predicate", pe.Value)
 }
+
+// panicky is a Joiner whose methods panic on demand.
+type panicky struct {
+	onFork, onComplete, result any // a non-nil value: that method panics with it
+}
+
+func (p *panicky) OnFork(scope.Task) error {
+	if p.onFork != nil {
+		panic(p.onFork)
+	}
+	return nil
+}
+
+func (p *panicky) OnComplete(scope.Task) bool {
+	if p.onComplete != nil {
+		panic(p.onComplete)
+	}
+	return false
+}
+
+func (p *panicky) Result() error {
+	if p.result != nil {
+		panic(p.result)
+	}
+	return nil
+}
+
+// "A panic in a custom Joiner (OnFork, OnComplete, Result) is a *PanicError too: Join re-panics
+// with it (or returns it), and a later Join returns it as an error, never nil. (Fork itself does
+// not panic when OnFork does: that subtask is Failed with the *PanicError and the scope is
+// cancelled, as for a panicking subtask.)" A panic in Result used to escape Join raw, after which
+// Join returned nil and Close stayed quiet.
+func TestJoinerPanicsAreNeverLost(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		give *panicky
+	}{
+		{"OnFork", &panicky{onFork: "bad OnFork"}},
+		{"OnComplete", &panicky{onComplete: "bad OnComplete"}},
+		{"Result", &panicky{result: "bad Result"}},
+	} {
+		want := tt.give.onFork
+		if want == nil {
+			want = tt.give.onComplete
+		}
+		if want == nil {
+			want = tt.give.result
+		}
+		t.Run(tt.name, func(t *testing.T) {
+			s := scope.Open(t.Context(), scope.WithJoiner(tt.give))
+			var st *scope.Subtask[int]
+			require.NotPanics(t, func() { st = scope.Fork(s, value(1)) }, "Fork never panics for OnFork")
+			pe := joinPanic(t, s)
+			assert.Equal(t, want, pe.Value)
+			assert.Contains(t, string(pe.Stack), "scope_test.(*panicky)", "the Joiner's stack")
+			err := s.Join()
+			assert.Same(t, pe, err, "a later Join returns it")
+			assert.NotPanics(t, s.Close, "surfaced once")
+			if tt.name == "OnFork" {
+				assert.Equal(t, scope.Failed, st.State())
+				assert.Same(t, pe, st.Err())
+				assert.Same(t, pe, context.Cause(s.Context()), "cancelled, as for a panicking subtask")
+			}
+		})
+		t.Run(tt.name+"/PanicsAsErrors", func(t *testing.T) {
+			s := scope.Open(t.Context(), scope.WithJoiner(tt.give), scope.PanicsAsErrors())
+			defer s.Close()
+			scope.Fork(s, value(1))
+			var err error
+			require.NotPanics(t, func() { err = s.Join() })
+			var pe *scope.PanicError
+			require.ErrorAs(t, err, &pe)
+			assert.Equal(t, want, pe.Value)
+			assert.Equal(t, err, s.Join(), "the same error again, never nil")
+		})
+	}
+}

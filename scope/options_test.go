@@ -3,12 +3,14 @@ package scope_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/goloom/loom/scope"
+	"github.com/goloom/loom/semaphore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -260,5 +262,19 @@ func TestLimitSlotReleasedAfterPolicyDecides(t *testing.T) {
 		require.NoError(t, s.Join())
 		assert.False(t, ran)
 		assert.Equal(t, scope.Cancelled, queued.State())
+	})
+}
+
+// "scope.WithLimit(n) panics in WithLimit itself, with a scope: message, for n < 1 and for n above
+// semaphore.MaxPermits."
+func TestWithLimitBounds(t *testing.T) {
+	assert.PanicsWithValue(t, "scope: WithLimit: n must be at least 1", func() { scope.WithLimit(0) })
+	assert.PanicsWithValue(t, "scope: WithLimit: n must be at least 1", func() { scope.WithLimit(-1) })
+	above := int(semaphore.MaxPermits) + 1
+	assert.PanicsWithValue(t, fmt.Sprintf("scope: WithLimit: n %d above the maximum %d", above, semaphore.MaxPermits),
+		func() { scope.WithLimit(above) })
+	assert.NotPanics(t, func() {
+		s := scope.Open(t.Context(), scope.WithLimit(int(semaphore.MaxPermits)))
+		require.NoError(t, s.Join())
 	})
 }

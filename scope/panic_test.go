@@ -3,7 +3,10 @@ package scope_test
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -50,7 +53,8 @@ func TestPanicRepanicsInJoinAfterEverySubtask(t *testing.T) {
 	assert.True(t, siblingReturned.Load(), "re-panicked before every subtask had returned")
 	assert.Equal(t, "boom", pe.Value)
 	assert.Contains(t, string(pe.Stack), "scope_test.explode", "the child's stack")
-	assert.Equal(t, "scope: subtask panicked: boom", pe.Error())
+	assert.True(t, strings.HasPrefix(pe.Error(), "scope: subtask panicked: boom\n\ngoroutine "), pe.Error())
+	assert.Contains(t, pe.Error(), "scope_test.explode", "Error carries the child's stack")
 	assert.Equal(t, scope.Failed, st.State())
 	assert.Same(t, pe, st.Err())
 	assert.Same(t, pe, context.Cause(s.Context()), "the panic cancelled the scope")
@@ -156,8 +160,12 @@ func TestPanicsAsErrorsCompetesForFirstFailure(t *testing.T) {
 			return 0, nil
 		})
 		scope.Fork(s, failing(errA))
-		require.Equal(t, errA, s.Join(), "the first failure wins")
+		err := s.Join()
 		assert.Equal(t, scope.Failed, late.State(), "the panic is still not discarded")
+		// "every *PanicError of the scope (also those of subtasks that panicked after
+		// cancellation) is in Join's error (errors.Join of the policy's result and the panics, in
+		// completion order)."
+		require.Equal(t, []error{errA, late.Err()}, unwrapAll(err), "the first failure, then the late panic")
 	})
 }
 
@@ -192,7 +200,7 @@ func TestPanicErrorUnwrap(t *testing.T) {
 	assert.Nil(t, (&scope.PanicError{Value: "text"}).Unwrap())
 	pe := &scope.PanicError{Value: errA}
 	assert.True(t, errors.Is(pe, errA))
-	assert.Equal(t, "scope: subtask panicked: a failed", pe.Error())
+	assert.Equal(t, "scope: subtask panicked: a failed\n\n", pe.Error(), "no stack: nothing after the blank line")
 }
 
 func TestErrTimeoutMatchesDeadlineExceeded(t *testing.T) {
@@ -203,3 +211,43 @@ func TestErrTimeoutMatchesDeadlineExceeded(t *testing.T) {
 	require.ErrorAs(t, scope.ErrTimeout, &te)
 	assert.True(t, te.Timeout())
 }
+
+// "With PanicsAsErrors, every *PanicError of the scope (also those of subtasks that panicked after
+// cancellation) is in Join's error." Under AwaitAll the first panic cancels the scope; a second
+// one, after that, used to be dropped from Join's error.
+func TestPanicsAsErrorsKeepsEveryPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := scope.Open(t.Context(), scope.AwaitAll(), scope.PanicsAsErrors())
+		defer s.Close()
+		second := scope.Fork(s, func(ctx context.Context) (int, error) {
+			<-ctx.Done() // after the first panic cancelled the scope
+			explode("second")
+			return 0, nil
+		})
+		synctest.Wait()
+		first := scope.Fork(s, func(context.Context) (int, error) { explode("first"); return 0, nil })
+		err := s.Join()
+		require.Equal(t, []error{first.Err(), second.Err()}, unwrapAll(err), "both panics, in order")
+	})
+}
+
+// "When Join or Close re-panics and nothing recovers, the crash output must show the panicking
+// subtask's stack." The test binary runs itself with a scope whose subtask panics and nothing
+// recovers, and reads what the runtime printed.
+func TestUnrecoveredRepanicShowsTheChildsStack(t *testing.T) {
+	if os.Getenv("SCOPE_CRASH") != "" {
+		s := scope.Open(context.Background())
+		scope.Fork(s, func(context.Context) (int, error) { childPanicsHere(); return 0, nil })
+		_ = s.Join() // re-panics; nothing recovers
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestUnrecoveredRepanicShowsTheChildsStack$")
+	cmd.Env = append(os.Environ(), "SCOPE_CRASH=1")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "the process must crash")
+	assert.Contains(t, string(out), "panic: scope: subtask panicked: deep in the child")
+	assert.Contains(t, string(out), "scope_test.childPanicsHere", "the child's stack is in the crash output:\n%s", out)
+}
+
+//go:noinline
+func childPanicsHere() { panic("deep in the child") }

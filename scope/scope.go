@@ -3,7 +3,6 @@ package scope
 import (
 	"context"
 	"errors"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +19,7 @@ const (
 	flagWaiting   uint64 = 1 << 41   // Join or Close sleeps on Scope.wake until the count is zero
 	flagJoined    uint64 = 1 << 42   // Join has finished waiting: Fork panics
 	flagClosed    uint64 = 1 << 43   // Close has finished waiting: Fork panics
+	flagDecided   uint64 = 1 << 44   // the policy (or a panic) ended the scope: nothing overrules it
 )
 
 // reason says what ended (cancelled) a scope.
@@ -32,6 +32,10 @@ const (
 	reasonOutside               // parent context or timeout, while a subtask ran or before a fork
 	reasonClosed                // Close before Join, while subtasks ran
 )
+
+// decides reports whether r is a decision made on a completion — the policy's or a panic's —
+// rather than an end that came from outside the subtasks (parent, deadline, Close).
+func (r reason) decides() bool { return r == reasonPolicy || r == reasonPanic }
 
 // A Scope runs subtasks forked into it and does not let them outlive it: [Scope.Join] (or
 // [Scope.Close]) waits for all of them. Create one with [Open] and always `defer s.Close()`; the
@@ -78,15 +82,23 @@ type settings struct {
 
 // record is what a scope remembers of its failures and its end.
 type record struct {
-	reason     reason
-	cause      error    // the cancellation cause (context.Cause of ctx, for reasonOutside)
-	cancelled  *outcome // shared by the Cancelled subtasks; set with reason
-	failures   []error  // failures that completed before the cancellation, in order
-	won        bool     // FirstSuccess: some subtask succeeded
-	winner     Task     // FirstSuccess: the first success (Race reads it)
-	firstPanic *PanicError
-	surfaced   bool  // firstPanic has been re-panicked by Join or Close
-	joinErr    error // what Join returned; set by the owner once every subtask has returned
+	reason    reason
+	cause     error         // the cancellation cause (context.Cause of ctx, for reasonOutside)
+	cancelled *outcome      // shared by the Cancelled subtasks; set with reason
+	failures  []error       // failures that completed before the cancellation, in order
+	won       bool          // FirstSuccess: some subtask succeeded
+	winner    Task          // FirstSuccess: the first success (Race reads it)
+	panics    []*PanicError // every panic of the scope, subtasks' and the Joiner's, in order
+	surfaced  bool          // panics[0] has been re-panicked by Join or Close
+	joinErr   error         // what Join returned; set by the owner once every subtask has returned
+}
+
+// firstPanic returns the scope's first panic, or nil.
+func (rec *record) firstPanic() *PanicError {
+	if rec == nil || len(rec.panics) == 0 {
+		return nil
+	}
+	return rec.panics[0]
 }
 
 // recLocked returns the record, making it if needed; s.mu must be held.
@@ -139,10 +151,21 @@ func (s *Scope) configure(ctx context.Context, opts []Option) context.Context {
 
 // Context returns the scope's context: the one every subtask receives. It is done once the scope
 // is cancelled, and always once Join or Close has returned.
-func (s *Scope) Context() context.Context { return s.ctx }
+func (s *Scope) Context() context.Context {
+	s.mustBeOpen()
+	return s.ctx
+}
+
+// mustBeOpen panics for a Scope that Open did not make: the zero value, or nil.
+func (s *Scope) mustBeOpen() {
+	if s == nil || s.ctx == nil {
+		panic("scope: zero Scope; use Open")
+	}
+}
 
 // Name returns the name given with [WithName], or "".
 func (s *Scope) Name() string {
+	s.mustBeOpen()
 	if s.x == nil {
 		return ""
 	}
@@ -161,6 +184,7 @@ func (s *Scope) Name() string {
 // If fn panics, the panic is recovered, cancels the scope at once, and is re-raised as a
 // [*PanicError] by Join on the owner's goroutine (see [PanicsAsErrors]).
 func Fork[T any](s *Scope, fn func(ctx context.Context) (T, error)) *Subtask[T] {
+	s.mustBeOpen()
 	if fn == nil {
 		panic("scope: Fork: nil function")
 	}
@@ -175,6 +199,7 @@ func Fork[T any](s *Scope, fn func(ctx context.Context) (T, error)) *Subtask[T] 
 // migration: `g.Go(func() error {...})` becomes `s.Go(func(ctx context.Context) error {...})`.
 // The subtask's value is struct{}.
 func (s *Scope) Go(fn func(ctx context.Context) error) *Subtask[struct{}] {
+	s.mustBeOpen()
 	if fn == nil {
 		panic("scope: Go: nil function")
 	}
@@ -231,9 +256,16 @@ func (s *Scope) admitSlow(t forked) bool {
 		panic(forkAfter(f))
 	}
 	if s.policy == policyCustom {
-		if err := s.x.joiner.OnFork(t); err != nil {
-			// Runs on the forking goroutine: the owner, which is not in Join, or a subtask, which
-			// is counted, so Join cannot finish meanwhile.
+		// Runs on the forking goroutine: the owner, which is not in Join, or a subtask, which is
+		// counted, so Join cannot finish meanwhile.
+		pe, err := s.onFork(t)
+		switch {
+		case pe != nil:
+			// The Joiner failed like a subtask that panics: Failed, kept, the scope cancelled.
+			t.settle(&outcome{state: Failed, err: pe})
+			s.panicked(t, pe)
+			return false
+		case err != nil:
 			if s.ended() {
 				t.settle(s.rec.cancelled)
 			} else {
@@ -248,6 +280,16 @@ func (s *Scope) admitSlow(t forked) bool {
 		return s.refuse(t, 0)
 	}
 	return s.count(t)
+}
+
+// onFork calls the custom Joiner's OnFork, recovering a panic there as a *PanicError.
+func (s *Scope) onFork(t Task) (pe *PanicError, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			pe = newPanicError(r)
+		}
+	}()
+	return nil, s.x.joiner.OnFork(t)
 }
 
 func forkAfter(flags uint64) string {
@@ -273,14 +315,22 @@ func (s *Scope) ended() bool {
 	return true
 }
 
-// end cancels the scope for r with cause, unless it was cancelled already; the first caller wins.
-// For reasonOutside the cause is the context's own.
+// end cancels the scope for r with cause, unless it was cancelled already; the first caller wins,
+// with one exception. For reasonOutside the cause is the context's own.
+//
+// The exception: a decision (r.decides()) overrules an outside end or a Close recorded before it.
+// Every decision was taken on a completion that found the context not done (see ended), so it was
+// linearized before the context ended, however late it reaches this lock: a sibling that saw the
+// parent's cancellation may have recorded the outside end in between. The context keeps the cause
+// that reached it first (a parent's cancellation propagates by itself); Join reports the decision.
 func (s *Scope) end(r reason, cause error) {
-	if s.state.Load()&flagCancelled != 0 {
+	if f := s.state.Load(); f&flagDecided != 0 || (f&flagCancelled != 0 && !r.decides()) {
 		return
 	}
 	s.mu.Lock()
-	if rec := s.recLocked(); rec.reason == reasonNone {
+	rec := s.recLocked()
+	switch {
+	case rec.reason == reasonNone:
 		if r == reasonOutside {
 			cause = context.Cause(s.ctx)
 		} else {
@@ -288,7 +338,14 @@ func (s *Scope) end(r reason, cause error) {
 		}
 		rec.reason, rec.cause = r, cause
 		rec.cancelled = &outcome{state: Cancelled, err: context.Cause(s.ctx)}
-		s.state.Or(flagCancelled)
+		flags := flagCancelled
+		if r.decides() {
+			flags |= flagDecided
+		}
+		s.state.Or(flags)
+	case r.decides() && !rec.reason.decides():
+		rec.reason, rec.cause = r, cause
+		s.state.Or(flagDecided)
 	}
 	s.mu.Unlock()
 }
@@ -326,15 +383,13 @@ func (s *Scope) succeeded(t Task) {
 	}
 }
 
-// panicked records a subtask's panic: the first one is kept for Join, and a panic before
+// panicked records a subtask's panic: every one is kept for Join, and a panic before
 // cancellation cancels the scope at once and is a completion the policy sees.
 func (s *Scope) panicked(t Task, pe *PanicError) {
 	before := !s.ended()
 	s.mu.Lock()
 	rec := s.recLocked()
-	if rec.firstPanic == nil {
-		rec.firstPanic = pe
-	}
+	rec.panics = append(rec.panics, pe)
 	if before {
 		rec.failures = append(rec.failures, pe)
 	}
@@ -347,18 +402,22 @@ func (s *Scope) panicked(t Task, pe *PanicError) {
 	}
 }
 
+// joinerPanicked records a panic in the Joiner (or the CancelWhen predicate): user code failing
+// like a subtask, kept and cancelling the scope.
+func (s *Scope) joinerPanicked(pe *PanicError) {
+	s.mu.Lock()
+	rec := s.recLocked()
+	rec.panics = append(rec.panics, pe)
+	s.mu.Unlock()
+	s.end(reasonPanic, pe)
+}
+
 // decide asks the CancelWhen predicate or the custom Joiner about a completed subtask. A panic
 // there is user code failing like a subtask: it is kept and cancels the scope.
 func (s *Scope) decide(t Task) (cancel bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			pe := &PanicError{Value: r, Stack: debug.Stack()}
-			s.mu.Lock()
-			if rec := s.recLocked(); rec.firstPanic == nil {
-				rec.firstPanic = pe
-			}
-			s.mu.Unlock()
-			s.end(reasonPanic, pe)
+			s.joinerPanicked(newPanicError(r))
 			cancel = false
 		}
 	}()
@@ -415,7 +474,8 @@ func (s *Scope) release() {
 
 // Join waits until every subtask has returned — after cancelling the rest if the policy says so —
 // and returns the scope's outcome. When it returns, no goroutine of the scope is running, every
-// subtask's state is final, and the scope's context is done.
+// subtask's state is final, and the scope's context is done. Everything a subtask did before
+// returning happens-before Join returns.
 //
 // The outcome is the policy's (see [FailFast], [AwaitAll], [FirstSuccess], [CancelWhen],
 // [Joiner]), unless the scope ended from outside while a subtask was running (or before a later
@@ -424,13 +484,21 @@ func (s *Scope) release() {
 // asked. After a Close that had to cancel running subtasks, context.Canceled plays that part.
 //
 // If a subtask panicked, Join re-panics on the caller's goroutine, after every subtask has
-// returned, with the first [*PanicError]; with [PanicsAsErrors] it returns an error matching the
-// *PanicError that cancelled the scope instead.
+// returned, with the first [*PanicError]; with [PanicsAsErrors] it returns the outcome joined
+// (errors.Join) with every *PanicError of the scope that is not in it already, in the order they
+// happened, so that no panic is ever lost. A panic in a custom [Joiner]'s methods is a
+// *PanicError like a subtask's.
+//
+// A decision the policy took on a completion stands: if that completion came before the scope
+// was ended from outside, Join returns the policy's result even when a sibling recorded the
+// outside end first (context.Cause of the scope's context is then still the outside cause, which
+// reached the context first).
 //
 // Join belongs to the owner: it must not run concurrently with another Join or Close, nor in a
 // subtask of the scope (it would wait for itself). Calling it again returns the same error
 // (after a re-panic: the *PanicError).
 func (s *Scope) Join() error {
+	s.mustBeOpen()
 	f := s.state.Load()
 	if f&flagJoined != 0 {
 		return s.joinErr()
@@ -442,22 +510,33 @@ func (s *Scope) Join() error {
 		s.release()
 	}
 	// Every subtask has returned: the owner has the record to itself.
-	if rec := s.rec; rec != nil && rec.firstPanic != nil && !s.panicsAsErrors {
-		rec.joinErr = rec.firstPanic
-		if !rec.surfaced {
-			rec.surfaced = true
-			panic(rec.firstPanic)
-		}
-		return rec.joinErr
+	if pe := s.rec.firstPanic(); pe != nil && !s.panicsAsErrors {
+		return s.surface(pe)
 	}
-	err := s.outcome()
-	if err != nil {
-		if s.rec == nil {
-			s.rec = new(record)
+	pe, err := s.outcome()
+	if pe != nil {
+		// The Joiner's Result panicked: a failure like a subtask's panic.
+		s.recLocked().panics = append(s.rec.panics, pe)
+		if !s.panicsAsErrors {
+			return s.surface(pe)
 		}
-		s.rec.joinErr = err
+		err = pe
+	}
+	if err != nil {
+		s.recLocked().joinErr = err
 	}
 	return err
+}
+
+// surface re-panics the scope's first panic, once; every later Join returns it as its error.
+func (s *Scope) surface(pe *PanicError) error {
+	rec := s.rec
+	rec.joinErr = pe
+	if !rec.surfaced {
+		rec.surfaced = true
+		panic(pe)
+	}
+	return pe
 }
 
 func (s *Scope) joinErr() error {
@@ -467,24 +546,25 @@ func (s *Scope) joinErr() error {
 	return s.rec.joinErr
 }
 
-// outcome computes Join's error once every subtask has returned.
-func (s *Scope) outcome() error {
+// outcome computes Join's error once every subtask has returned: the policy's result, or the
+// cause of an end from outside joined with the failures before it; then, with PanicsAsErrors,
+// every panic that is not in it already, in the order they happened. A panic in the Joiner's
+// Result is returned as pe instead.
+func (s *Scope) outcome() (pe *PanicError, err error) {
 	rec := s.rec
 	if rec == nil {
 		rec = &record{} // nothing failed, won or ended: does not escape
 	}
-	if rec.reason == reasonOutside || rec.reason == reasonClosed {
-		return joinCause(rec.cause, rec.failures)
-	}
-	var err error
-	switch s.policy {
-	case policyFailFast:
+	switch {
+	case rec.reason == reasonOutside || rec.reason == reasonClosed:
+		err = joinCause(rec.cause, rec.failures)
+	case s.policy == policyFailFast:
 		if rec.reason != reasonNone {
 			err = rec.cause // the first failure (or panic), which ended the scope
 		}
-	case policyAwaitAll:
+	case s.policy == policyAwaitAll:
 		err = joinAll(rec.failures)
-	case policyFirstSuccess:
+	case s.policy == policyFirstSuccess:
 		switch {
 		case rec.won:
 		case len(rec.failures) > 0:
@@ -492,18 +572,32 @@ func (s *Scope) outcome() error {
 		default:
 			err = ErrNoSubtasks
 		}
-	case policyCustom:
-		err = s.x.joiner.Result()
-	}
-	if rec.reason == reasonPanic && !errors.Is(err, rec.cause) {
-		// PanicsAsErrors: the panic that ended the scope is never lost, whatever the policy says.
-		if err == nil {
-			err = rec.cause
-		} else {
-			err = errors.Join(err, rec.cause)
+	case s.policy == policyCustom:
+		if pe, err = s.result(); pe != nil {
+			return pe, nil
 		}
 	}
-	return err
+	// PanicsAsErrors: no panic is ever lost, whatever the policy says.
+	for _, pe := range rec.panics {
+		if !errors.Is(err, pe) {
+			if err == nil {
+				err = pe
+			} else {
+				err = errors.Join(err, pe)
+			}
+		}
+	}
+	return nil, err
+}
+
+// result calls the custom Joiner's Result, recovering a panic there as a *PanicError.
+func (s *Scope) result() (pe *PanicError, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			pe = newPanicError(r)
+		}
+	}()
+	return nil, s.x.joiner.Result()
 }
 
 // Close cancels the scope if Join has not completed, waits for every subtask to return, and
@@ -512,6 +606,7 @@ func (s *Scope) outcome() error {
 // has surfaced yet — a panic is never lost — unless [PanicsAsErrors] was given. Close belongs to
 // the owner, like Join. After Close, Fork panics.
 func (s *Scope) Close() {
+	s.mustBeOpen()
 	f := s.state.Load()
 	if f&flagClosed != 0 {
 		return
@@ -525,8 +620,8 @@ func (s *Scope) Close() {
 	}
 	s.wait(flagClosed)
 	s.release()
-	if rec := s.rec; rec != nil && rec.firstPanic != nil && !s.panicsAsErrors && !rec.surfaced {
-		rec.surfaced = true
-		panic(rec.firstPanic)
+	if pe := s.rec.firstPanic(); pe != nil && !s.panicsAsErrors && !s.rec.surfaced {
+		s.rec.surfaced = true
+		panic(pe)
 	}
 }

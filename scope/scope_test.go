@@ -363,3 +363,21 @@ func TestManyScopesKeepMemoryFlat(t *testing.T) {
 	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	assert.Less(t, grown, int64(1<<20), "heap grew by %d bytes over %d cycles", grown, cycles())
 }
+
+// "The zero values scope.Scope ... and a nil *Scope are not usable: every method panics with
+// PKG: zero TYPE; use Open, never a nil dereference deep inside."
+func TestZeroAndNilScopePanic(t *testing.T) {
+	const msg = "scope: zero Scope; use Open"
+	var zero scope.Scope
+	var nilScope *scope.Scope
+	for name, s := range map[string]*scope.Scope{"zero": &zero, "nil": nilScope} {
+		t.Run(name, func(t *testing.T) {
+			assert.PanicsWithValue(t, msg, func() { scope.Fork(s, value(1)) })
+			assert.PanicsWithValue(t, msg, func() { s.Go(func(context.Context) error { return nil }) })
+			assert.PanicsWithValue(t, msg, func() { _ = s.Join() })
+			assert.PanicsWithValue(t, msg, s.Close)
+			assert.PanicsWithValue(t, msg, func() { s.Context() })
+			assert.PanicsWithValue(t, msg, func() { s.Name() })
+		})
+	}
+}

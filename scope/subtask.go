@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync/atomic"
 	"unsafe"
 )
@@ -201,7 +200,7 @@ func (st *Subtask[T]) abort(s *Scope, r any) {
 		st.finish(s, zero, ErrGoexit)
 		return
 	}
-	pe := &PanicError{Value: r, Stack: debug.Stack()}
+	pe := newPanicError(r)
 	st.store(&outcome{state: Failed, err: pe}) // a panic is never discarded, even after cancellation
 	s.panicked(st, pe)
 	if s.sem != nil {

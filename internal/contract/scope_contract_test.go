@@ -1297,8 +1297,14 @@ func TestScopePanicsAsErrorsCompetes(t *testing.T) {
 			var err error
 			require.NotPanics(t, func() { err = s.Join() })
 			require.ErrorIs(t, err, first)
+			// Round 2 ruling: "every *PanicError of the scope (also those of subtasks that
+			// panicked after cancellation) is in Join's error (errors.Join of the policy's result
+			// and the panics, in completion order)."
 			var pe *scope.PanicError
-			assert.False(t, errors.As(err, &pe), "the later panic does not replace the first failure")
+			require.ErrorAs(t, err, &pe, "the later panic is never lost")
+			joined, ok := err.(interface{ Unwrap() []error })
+			require.True(t, ok)
+			assert.Same(t, first, joined.Unwrap()[0], "the policy's result comes first")
 		})
 	})
 	t.Run("AwaitAll", func(t *testing.T) {
