@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -10,7 +11,10 @@ import (
 // Call runs fn with a slot of l and returns what fn returned, as is. It waits for a slot, runs
 // fn and handles its timeout, panics and Goexit exactly as [Limiter.Do] does; when fn does not
 // run or its call ends first (rejection, ctx's end, task timeout) the value is T's zero value.
+// With a task timeout Call may return while fn still runs; otherwise everything fn did
+// happens-before Call returns.
 func Call[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) (v T, err error) {
+	l.check(ctx, "Call")
 	if fn == nil {
 		panic("limiter: Call: nil function")
 	}
@@ -77,6 +81,12 @@ type timedCall[T any] struct {
 	err    error
 	broken bool      // fn panicked or called runtime.Goexit; err says which
 	t0, t1 time.Time // call and task start, with a logger
+
+	// exiting is held by the task's goroutine from the moment fn has returned until its slot is
+	// back and its records are written. A caller that finds the call timedFinished locks it once,
+	// so that it returns only after both (the timeout may have woken it before exit began).
+	exiting  sync.Mutex
+	timedOut bool // set by exit before timedFinished: the call's result is ErrTaskTimeout
 }
 
 // callTimed runs fn under the task timeout: one timer (the context's) and one goroutine per call.
@@ -102,9 +112,10 @@ func callTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 	if c.state.Load() == timedRunning {
 		l.overrunning.Add(1) // before the task's goroutine can see it abandoned and take it back
 		if c.state.CompareAndSwap(timedRunning, timedAbandoned) {
+			// fn runs on with its slot; its goroutine writes the timeout's record once the slot
+			// is back (see exit).
 			if context.Cause(c.ctx) == ErrTaskTimeout {
 				l.count.pick().timedOut.Add(1)
-				l.logTimeout(ctx, c.t0, c.t1)
 				return zero, ErrTaskTimeout
 			}
 			l.count.pick().cancelled.Add(1)
@@ -112,20 +123,22 @@ func callTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 		}
 		l.overrunning.Add(-1)
 	}
-	// fn is done, and its result is ours.
+	// fn is done, and its result is ours once exit has given the slot back.
+	c.exiting.Lock()
+	timedOut, val, err := c.timedOut, c.val, c.err
+	c.exiting.Unlock()
 	switch {
-	case !c.broken && context.Cause(c.ctx) == ErrTaskTimeout:
+	case timedOut:
 		// fn returned after its time was up, most likely because it was up: the timeout
 		// stands, whatever fn returned.
 		l.count.pick().timedOut.Add(1)
-		l.logTimeout(ctx, c.t0, c.t1)
 		return zero, ErrTaskTimeout
-	case c.err == nil:
+	case err == nil:
 		l.count.pick().completed.Add(1)
-		return c.val, nil
+		return val, nil
 	default:
 		l.count.pick().add(failure(ctx, false))
-		return c.val, c.err
+		return val, err
 	}
 }
 
@@ -148,21 +161,30 @@ func (c *timedCall[T]) abort(r any) {
 		c.err = ErrGoexit
 		return
 	}
-	pe := &PanicError{Value: r, Stack: debug.Stack()}
-	c.err = pe
+	c.err = &PanicError{Value: r, Stack: debug.Stack()}
 	c.l.count.pick().panicked.Add(1)
-	c.l.logPanic(c.ctx, pe, c.t0, c.t1)
 }
 
-// exit gives the slot back and, if the caller still waits, hands it the result.
+// exit gives the slot back, then writes the call's records — so that a log handler calling back
+// into the limiter finds the slot free — and, if the caller still waits, hands it the result.
 func (c *timedCall[T]) exit() {
 	l := c.l
-	if c.state.CompareAndSwap(timedRunning, timedFinished) {
-		l.release()
-		c.cancel() // wakes the caller, now that the slot is back
-		return
+	c.exiting.Lock()
+	// Decided before the caller can read it: the timeout stands if it fired before fn returned.
+	c.timedOut = !c.broken && context.Cause(c.ctx) == ErrTaskTimeout
+	finished := c.state.CompareAndSwap(timedRunning, timedFinished)
+	if !finished {
+		// The caller left (timeout or ctx): the task overran. The context is done already, so
+		// its cause is final.
+		l.overrunning.Add(-1)
 	}
-	c.cancel()
-	l.overrunning.Add(-1)
 	l.release()
+	if !finished && context.Cause(c.ctx) == ErrTaskTimeout || c.timedOut {
+		l.logTimeout(c.ctx, c.t0, c.t1) // the call's outcome
+	}
+	if pe, ok := c.err.(*PanicError); ok && c.broken {
+		l.logPanic(c.ctx, pe, c.t0, c.t1)
+	}
+	c.exiting.Unlock()
+	c.cancel() // wakes the caller, now that the slot is back
 }

@@ -11,8 +11,9 @@ import (
 var ErrRejected = errors.New("limiter: rejected")
 
 // ErrAcquireTimeout is returned by a call that found no free slot within the time set by
-// [WithAcquireTimeout]. It matches [ErrRejected].
-var ErrAcquireTimeout error = &rejectedError{"limiter: rejected: no slot within the acquire timeout"}
+// [WithAcquireTimeout]. It matches [ErrRejected] and, like every timeout of loom,
+// context.DeadlineExceeded; its Timeout method reports true.
+var ErrAcquireTimeout error = &acquireTimeoutError{rejectedError{"limiter: rejected: no slot within the acquire timeout"}}
 
 // ErrTooManyWaiting is returned at once by a call that would have waited while as many calls as
 // [WithMaxWaiting] allows were already waiting. It matches [ErrRejected].
@@ -28,6 +29,12 @@ type rejectedError struct{ msg string }
 
 func (e *rejectedError) Error() string { return e.msg }
 func (e *rejectedError) Unwrap() error { return ErrRejected }
+
+// acquireTimeoutError is a rejection that is also a timeout.
+type acquireTimeoutError struct{ rejectedError }
+
+func (e *acquireTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+func (e *acquireTimeoutError) Timeout() bool        { return true }
 
 // ErrTaskTimeout is returned by a call whose task ran longer than [WithTaskTimeout] allows. It is
 // also the cause (context.Cause) of the task's context from that moment on. It matches

@@ -67,6 +67,7 @@ const (
 // A task waiting for a slot costs a few hundred bytes; to wait on ctx it uses
 // context.AfterFunc, which costs no goroutine for the standard library's contexts.
 func Submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) *Future[T] {
+	l.check(ctx, "Submit")
 	if fn == nil {
 		panic("limiter: Submit: nil function")
 	}
@@ -126,8 +127,13 @@ func Submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T,
 
 // Wait waits for the task's result and returns what fn returned, or the error that completed
 // the Future first (see [Submit]). If ctx ends first, Wait returns ctx's error and the task goes
-// on; Wait may be called again, by any number of goroutines.
+// on; Wait may be called again, by any number of goroutines. When the Future was completed by
+// fn's return, everything the task did happens-before Wait returns (and before Done is closed).
+// It panics if ctx is nil.
 func (f *Future[T]) Wait(ctx context.Context) (T, error) {
+	if ctx == nil {
+		panic("limiter: Wait: nil context")
+	}
 	if f.published.Load() {
 		return f.val, f.err
 	}
@@ -322,9 +328,7 @@ func (f *Future[T]) abort(tctx context.Context, r any) runner {
 	}
 	pe := &PanicError{Value: r, Stack: debug.Stack()}
 	f.l.count.pick().panicked.Add(1)
-	t0 := f.l.epoch.Add(f.born)
-	f.l.logPanic(tctx, pe, t0, t0.Add(f.wait))
-	return f.exit(tctx, zero, pe, true, true)
+	return f.exit(tctx, zero, pe, true, true) // logged there, once the slot is back
 }
 
 // exit ends a task whose fn has returned: it completes the Future unless that happened already
@@ -369,8 +373,21 @@ func (f *Future[T]) exit(tctx context.Context, v T, err error, broken, take bool
 	} else {
 		l.release()
 	}
+	// The records about the call, now that its slot is free (a handler may call back in).
+	pe, _ := err.(*PanicError)
+	if !broken {
+		pe = nil
+	}
 	if !overran {
-		f.publish(e)
+		e.pe = pe
+		f.publish(e) // logs, then completes the Future
+		return next
+	}
+	if f.err == ErrTaskTimeout {
+		f.logTimeout() // the Future completed at the timeout; its record waited for the slot
+	}
+	if pe != nil {
+		f.logPanic(pe)
 	}
 	return next
 }
@@ -437,6 +454,7 @@ type ending struct {
 	stop  func() bool // the ctx watcher, if nothing else will stop it
 	timer *time.Timer // the acquire timeout, likewise
 	log   uint8       // logNone, logReject or logTimeout
+	pe    *PanicError // a panic to record, once the slot is back
 }
 
 const (
@@ -482,10 +500,13 @@ func (f *Future[T]) endQueuedLocked(err error, o outcome) ending {
 }
 
 // overrunLocked settles the result of a task whose fn runs on, keeping its slot. f.mu is held.
+// Nothing is logged now: a timeout's record is written by exit, once the slot is back.
 func (f *Future[T]) overrunLocked(err error, o outcome) ending {
 	var zero T
 	f.l.overrunning.Add(1) // under f.mu, so before exit can take it back
-	return f.endLocked(zero, err, o)
+	e := f.endLocked(zero, err, o)
+	e.log = logNone
+	return e
 }
 
 // endUnqueued completes the Future of a task that never queued.
@@ -505,13 +526,14 @@ func (f *Future[T]) publish(e ending) {
 	if e.timer != nil {
 		e.timer.Stop()
 	}
-	if e.log != logNone {
-		t0 := f.l.epoch.Add(f.born)
-		if e.log == logReject {
-			f.l.logReject(f.ctx, f.err, t0)
-		} else {
-			f.l.logTimeout(f.ctx, t0, t0.Add(f.wait))
-		}
+	switch e.log {
+	case logReject:
+		f.l.logReject(f.ctx, f.err, f.l.epoch.Add(f.born))
+	case logTimeout:
+		f.logTimeout()
+	}
+	if e.pe != nil {
+		f.logPanic(e.pe)
 	}
 	f.mu.Lock()
 	f.published.Store(true)
@@ -520,4 +542,15 @@ func (f *Future[T]) publish(e ending) {
 	if done != nil {
 		close(done)
 	}
+}
+
+// logTimeout and logPanic write the records of the Future's task, with its wait and run times.
+func (f *Future[T]) logTimeout() {
+	t0 := f.l.epoch.Add(f.born)
+	f.l.logTimeout(f.ctx, t0, t0.Add(f.wait))
+}
+
+func (f *Future[T]) logPanic(pe *PanicError) {
+	t0 := f.l.epoch.Add(f.born)
+	f.l.logPanic(f.ctx, pe, t0, t0.Add(f.wait))
 }

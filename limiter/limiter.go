@@ -12,8 +12,9 @@ import (
 )
 
 // A Limiter runs tasks with at most a fixed number of task bodies running at once. Create one
-// with [New]; the zero value is not usable. A Limiter is safe for concurrent use by multiple
-// goroutines and must not be copied after first use.
+// with [New]. The zero value and a nil *Limiter are not usable: every method panics with
+// "limiter: zero Limiter; use New". A Limiter is safe for concurrent use by multiple goroutines
+// and must not be copied after first use.
 type Limiter struct {
 	slots sema.Sema // one permit per slot; fair, so Do, Call and Submit share one FIFO queue
 	limit int
@@ -71,6 +72,9 @@ func New(limit int, opts ...Option) *Limiter {
 // ends (ctx's error), whichever is first; a task that is still running keeps its slot until fn
 // returns.
 //
+// With a task timeout Do may thus return while fn still runs: fn's effects are then not ordered
+// before Do's return. Otherwise everything fn did happens-before Do returns.
+//
 // A panic in fn is recovered: Do returns a [*PanicError] and the slot is released. If fn calls
 // runtime.Goexit on the caller's goroutine, the goroutine ends as it would without the limiter,
 // after the slot is released (the call is counted Failed); on a goroutine of its own Do returns
@@ -79,6 +83,7 @@ func New(limit int, opts ...Option) *Limiter {
 // Calling Do from a task of the same limiter needs a second slot: with every slot taken it waits
 // like any other caller, so give such a limiter an acquire timeout.
 func (l *Limiter) Do(ctx context.Context, fn func(context.Context) error) error {
+	l.check(ctx, "Do")
 	if fn == nil {
 		panic("limiter: Do: nil function")
 	}
@@ -89,6 +94,16 @@ func (l *Limiter) Do(ctx context.Context, fn func(context.Context) error) error 
 	}
 	_, err := callHere(ctx, l, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
 	return err
+}
+
+// check panics for a Limiter that New did not make (the zero value, or nil) and for a nil ctx.
+func (l *Limiter) check(ctx context.Context, op string) {
+	if l == nil || l.limit == 0 {
+		panic("limiter: zero Limiter; use New")
+	}
+	if ctx == nil {
+		panic("limiter: " + op + ": nil context")
+	}
 }
 
 // abortHere ends a call whose fn, running on the caller's goroutine, panicked (r != nil) or
@@ -224,6 +239,7 @@ func (l *Limiter) checkIdle() {
 // called again, concurrently too, to wait some more. It must not be called from a task of the
 // limiter, which would wait for itself.
 func (l *Limiter) Shutdown(ctx context.Context) error {
+	l.check(ctx, "Shutdown")
 	l.mu.Lock()
 	first := l.idle == nil
 	if first {

@@ -727,3 +727,61 @@ func TestTaskTimeoutCostsOneGoroutine(t *testing.T) {
 		assert.LessOrEqual(t, runtime.NumGoroutine(), before, "and nothing is left behind")
 	})
 }
+
+// "The zero values ... limiter.Limiter ... and a nil *Limiter are not usable: every method panics
+// with PKG: zero TYPE; use New, never ... a silent fallback (no "too many waiting" from a zero
+// Limiter)."
+func TestZeroAndNilLimiterPanic(t *testing.T) {
+	const msg = "limiter: zero Limiter; use New"
+	var zero limiter.Limiter
+	var nilLimiter *limiter.Limiter
+	noop := func(context.Context) error { return nil }
+	for name, l := range map[string]*limiter.Limiter{"zero": &zero, "nil": nilLimiter} {
+		t.Run(name, func(t *testing.T) {
+			assert.PanicsWithValue(t, msg, func() { _ = l.Do(t.Context(), noop) })
+			assert.PanicsWithValue(t, msg, func() {
+				_, _ = limiter.Call(t.Context(), l, func(context.Context) (int, error) { return 0, nil })
+			})
+			assert.PanicsWithValue(t, msg, func() {
+				limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 0, nil })
+			})
+			assert.PanicsWithValue(t, msg, func() { l.Stats() })
+			assert.PanicsWithValue(t, msg, func() { _ = l.Shutdown(t.Context()) })
+		})
+	}
+}
+
+// "A nil ctx passed to any function of any package panics with PKG: OP: nil context."
+func TestNilContextPanics(t *testing.T) {
+	l := limiter.New(1)
+	var nilCtx context.Context
+	noop := func(context.Context) error { return nil }
+	assert.PanicsWithValue(t, "limiter: Do: nil context", func() { _ = l.Do(nilCtx, noop) })
+	assert.PanicsWithValue(t, "limiter: Call: nil context", func() {
+		_, _ = limiter.Call(nilCtx, l, func(context.Context) (int, error) { return 0, nil })
+	})
+	assert.PanicsWithValue(t, "limiter: Submit: nil context", func() {
+		limiter.Submit(nilCtx, l, func(context.Context) (int, error) { return 0, nil })
+	})
+	f := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 1, nil })
+	assert.PanicsWithValue(t, "limiter: Wait: nil context", func() { _, _ = f.Wait(nilCtx) })
+	assert.PanicsWithValue(t, "limiter: Shutdown: nil context", func() { _ = l.Shutdown(nilCtx) })
+	v, err := f.Wait(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 1, v)
+	assert.Equal(t, int64(0), l.Stats().Rejected, "a refused call is not counted")
+}
+
+// "Every timeout error matches context.DeadlineExceeded and has Timeout() bool returning true
+// (limiter.ErrAcquireTimeout included)."
+func TestTimeoutErrorsAreTimeouts(t *testing.T) {
+	for _, err := range []error{limiter.ErrAcquireTimeout, limiter.ErrTaskTimeout} {
+		assert.ErrorIs(t, err, context.DeadlineExceeded, err.Error())
+		var te interface{ Timeout() bool }
+		require.ErrorAs(t, err, &te)
+		assert.True(t, te.Timeout())
+	}
+	assert.ErrorIs(t, limiter.ErrAcquireTimeout, limiter.ErrRejected)
+	assert.NotErrorIs(t, limiter.ErrTooManyWaiting, context.DeadlineExceeded)
+	assert.NotErrorIs(t, limiter.ErrClosed, context.DeadlineExceeded)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -161,4 +162,94 @@ func TestLoggerHandlerMayCallBack(t *testing.T) {
 		t.Fatal("deadlock: a log record was written with a lock held")
 	}
 	assert.GreaterOrEqual(t, len(rec.all()), 3)
+}
+
+// "A slog handler (or any callback) that calls back into the limiter finds the slot of the call
+// being logged already free: every record about a call is written after its slot has been
+// released, on every path (Do/Call with or without a task timeout, Submit)." With a task timeout
+// and with Submit, the panic record used to be written before the slot was released, so a handler
+// running Do on a limit of 1 waited for the slot its own call still held — forever.
+func TestRecordsAreWrittenAfterTheSlotIsFree(t *testing.T) {
+	panics := func(context.Context) error { time.Sleep(time.Second); panic("boom") }
+	overruns := func(context.Context) error { time.Sleep(2 * time.Second); return nil } // ignores its ctx
+	tests := []struct {
+		name   string
+		opts   []limiter.Option
+		submit bool
+		fn     func(context.Context) error
+		want   string // the record's message
+	}{
+		{"Do panics", nil, false, panics, "limiter: task panicked"},
+		{"Do with a task timeout panics", []limiter.Option{limiter.WithTaskTimeout(time.Hour)}, false, panics, "limiter: task panicked"},
+		{"Do times out", []limiter.Option{limiter.WithTaskTimeout(time.Second)}, false, overruns, "limiter: task timed out"},
+		{"Submit panics", nil, true, panics, "limiter: task panicked"},
+		{"Submit with a task timeout panics", []limiter.Option{limiter.WithTaskTimeout(time.Hour)}, true, panics, "limiter: task panicked"},
+		{"Submit times out", []limiter.Option{limiter.WithTaskTimeout(time.Second)}, true, overruns, "limiter: task timed out"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { // a handler waiting for the slot forever is a deadlock here
+				rec := &recorder{}
+				l := limiter.New(1, append(tt.opts, limiter.WithLogger(slog.New(rec)))...)
+				var mu sync.Mutex // the hook runs on the task's goroutine
+				var inFlight []int
+				var nested []error
+				rec.hook = func(r slog.Record) {
+					if r.Message != tt.want {
+						return
+					}
+					n := l.Stats().InFlight
+					err := l.Do(context.Background(), func(context.Context) error { return nil })
+					mu.Lock()
+					defer mu.Unlock()
+					inFlight, nested = append(inFlight, n), append(nested, err)
+				}
+				if tt.submit {
+					_, _ = limiter.Submit(t.Context(), l, func(ctx context.Context) (int, error) { return 0, tt.fn(ctx) }).Wait(t.Context())
+				} else {
+					_ = l.Do(t.Context(), tt.fn)
+				}
+				synctest.Wait() // an overrunning task writes its record when it returns
+				time.Sleep(time.Hour)
+				mu.Lock()
+				defer mu.Unlock()
+				require.Equal(t, []int{0}, inFlight, "one record, written with the slot free")
+				require.Equal(t, []error{nil}, nested, "the handler's own call got the slot")
+				require.NoError(t, l.Shutdown(t.Context()))
+				atRest(t, l)
+			})
+		})
+	}
+}
+
+// Shutdown waits for a task whose record's handler calls back in: the handler finds the slot free
+// (and the limiter closed), and Shutdown returns.
+func TestShutdownWithACallingBackHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		l := limiter.New(1, limiter.WithLogger(slog.New(rec)), limiter.WithTaskTimeout(time.Hour))
+		var mu sync.Mutex // the hook runs on the task's goroutine
+		var inFlight []int
+		var nested []error
+		rec.hook = func(r slog.Record) {
+			if r.Message == "limiter: task panicked" {
+				n := l.Stats().InFlight
+				err := l.Do(context.Background(), func(context.Context) error { return nil })
+				mu.Lock()
+				defer mu.Unlock()
+				inFlight, nested = append(inFlight, n), append(nested, err)
+			}
+		}
+		f := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { time.Sleep(time.Second); panic("boom") })
+		synctest.Wait()
+		require.NoError(t, l.Shutdown(t.Context()))
+		_, err := f.Wait(t.Context())
+		var pe *limiter.PanicError
+		require.ErrorAs(t, err, &pe)
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []int{0}, inFlight)
+		require.Len(t, nested, 1)
+		assert.ErrorIs(t, nested[0], limiter.ErrClosed)
+	})
 }

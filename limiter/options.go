@@ -59,5 +59,8 @@ func WithName(name string) Option { return func(c *config) { c.name = name } }
 // WithLogger makes the limiter write one record to logger for each rejected call (Warn), each
 // task timeout (Warn) and each panic (Error), with the limiter's name and the time the call
 // waited or ran. Successful calls, task errors and cancellations are not logged. The logger is
-// never called with a lock of the limiter held. A nil logger, the default, logs nothing.
+// never called with a lock of the limiter held, and every record about a call is written after
+// the call's slot has been released, so a handler may call back into the limiter: the record of
+// a task that overran its timeout is written when the task returns (until then it shows in
+// [Stats].Overrunning). A nil logger, the default, logs nothing.
 func WithLogger(logger *slog.Logger) Option { return func(c *config) { c.logger = logger } }

@@ -109,6 +109,9 @@ func failure(ctx context.Context, cancelled bool) outcome {
 // Stats returns a snapshot of the limiter's gauges and counters. It takes no lock and may be
 // called at any time, from any goroutine, also from a task or a log handler.
 func (l *Limiter) Stats() Stats {
+	if l == nil || l.limit == 0 {
+		panic("limiter: zero Limiter; use New")
+	}
 	var s Stats
 	s.Limit = l.limit
 	// Outcomes before Submitted: a call is counted in Submitted before it can end, so the
