@@ -2,24 +2,22 @@ package limiter_test
 
 import (
 	"context"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/panjf2000/ants/v2"
-	"github.com/sourcegraph/conc/pool"
-	"golang.org/x/sync/errgroup"
-	xsemaphore "golang.org/x/sync/semaphore"
 
 	"github.com/goloom/loom/limiter"
 	"github.com/goloom/loom/semaphore"
 )
 
+// The benchmarks against x/sync's semaphore, channels, errgroup, conc and ants, with these loops
+// as their loom rows, and the throughput and memory benchmarks are in the bench module
+// (bench/limiter_test.go); these are for comparing loom with itself.
+
 // nop is a task; a package variable, so that no loop below can inline it.
 var nop = func(context.Context) error { return nil }
 
-// Do without a task timeout, uncontended, beside a bare acquire + call + release of its peers.
+// BenchmarkDo: Do without a task timeout, uncontended, beside Call and the bare semaphore the
+// limiter wraps (an acquire + call + release).
 func BenchmarkDo(b *testing.B) {
 	ctx := context.Background()
 	b.Run("limiter.Do", func(b *testing.B) {
@@ -52,29 +50,10 @@ func BenchmarkDo(b *testing.B) {
 			s.Release(1)
 		}
 	})
-	b.Run("x-sync-semaphore", func(b *testing.B) {
-		s := xsemaphore.NewWeighted(8)
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := s.Acquire(ctx, 1); err != nil {
-				b.Fatal(err)
-			}
-			_ = nop(ctx)
-			s.Release(1)
-		}
-	})
-	b.Run("chan-semaphore", func(b *testing.B) {
-		s := make(chan struct{}, 8)
-		b.ReportAllocs()
-		for b.Loop() {
-			s <- struct{}{}
-			_ = nop(ctx)
-			<-s
-		}
-	})
 }
 
-// Do from every P at once, limit 8: the contended fast path.
+// BenchmarkDoParallel: Do from every P at once, limit 8 (the contended fast path), beside the bare
+// semaphore used the same way.
 func BenchmarkDoParallel(b *testing.B) {
 	ctx := context.Background()
 	b.Run("limiter.Do", func(b *testing.B) {
@@ -98,21 +77,10 @@ func BenchmarkDoParallel(b *testing.B) {
 			}
 		})
 	})
-	b.Run("chan-semaphore", func(b *testing.B) {
-		s := make(chan struct{}, 8)
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				s <- struct{}{}
-				_ = nop(ctx)
-				<-s
-			}
-		})
-	})
 }
 
-// The cost of the task-timeout machinery: one timer (the task context's) and one goroutine per
-// call, beside Do without it and the same done by hand.
+// BenchmarkDoTaskTimeout: the cost of the task-timeout machinery, one timer (the task context's)
+// and one goroutine per call, beside Do without it.
 func BenchmarkDoTaskTimeout(b *testing.B) {
 	ctx := context.Background()
 	b.Run("limiter.Do+timeout", func(b *testing.B) {
@@ -131,213 +99,6 @@ func BenchmarkDoTaskTimeout(b *testing.B) {
 			if err := l.Do(ctx, nop); err != nil {
 				b.Fatal(err)
 			}
-		}
-	})
-	b.Run("by-hand", func(b *testing.B) {
-		// semaphore + context.WithTimeoutCause + goroutine + channel: what a caller would write.
-		s := semaphore.New(8)
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := s.Acquire(ctx, 1); err != nil {
-				b.Fatal(err)
-			}
-			tctx, cancel := context.WithTimeoutCause(ctx, time.Minute, limiter.ErrTaskTimeout)
-			done := make(chan error, 1)
-			go func() {
-				defer s.Release(1)
-				done <- nop(tctx)
-			}()
-			select {
-			case err := <-done:
-				_ = err
-			case <-tctx.Done():
-			}
-			cancel()
-		}
-	})
-}
-
-var (
-	spinOnce  sync.Once
-	spinIters int
-	spinSink  uint64
-)
-
-// work burns about a microsecond of CPU, calibrated once.
-func work() {
-	x := uint64(88172645463325252)
-	for range spinIters {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-	}
-	if x == 0 {
-		spinSink++
-	}
-}
-
-func calibrate(b *testing.B) {
-	spinOnce.Do(func() {
-		spinIters = 1000
-		start := time.Now()
-		for range 2000 {
-			work()
-		}
-		per := time.Since(start) / 2000
-		spinIters = max(1, int(float64(spinIters)*float64(time.Microsecond)/float64(per)))
-	})
-	b.ResetTimer()
-}
-
-// 100,000 tasks of about 1µs through a limit of 40, through Submit and its peers.
-func BenchmarkThroughput(b *testing.B) {
-	const tasks, limit = 100_000, 40
-	ctx := context.Background()
-	b.Run("limiter.Submit", func(b *testing.B) {
-		calibrate(b)
-		l := limiter.New(limit)
-		task := func(context.Context) (struct{}, error) { work(); return struct{}{}, nil }
-		futures := make([]*limiter.Future[struct{}], tasks)
-		b.ReportAllocs()
-		for b.Loop() {
-			for i := range futures {
-				futures[i] = limiter.Submit(ctx, l, task)
-			}
-			for _, f := range futures {
-				if _, err := f.Wait(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-	})
-	b.Run("errgroup", func(b *testing.B) {
-		calibrate(b)
-		b.ReportAllocs()
-		for b.Loop() {
-			var g errgroup.Group
-			g.SetLimit(limit)
-			for range tasks {
-				g.Go(func() error { work(); return nil })
-			}
-			if err := g.Wait(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("conc", func(b *testing.B) {
-		calibrate(b)
-		b.ReportAllocs()
-		for b.Loop() {
-			p := pool.New().WithMaxGoroutines(limit)
-			for range tasks {
-				p.Go(work)
-			}
-			p.Wait()
-		}
-	})
-	b.Run("ants", func(b *testing.B) {
-		calibrate(b)
-		p, err := ants.NewPool(limit)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer p.Release()
-		var wg sync.WaitGroup
-		b.ReportAllocs()
-		for b.Loop() {
-			for range tasks {
-				wg.Add(1)
-				if err := p.Submit(func() { work(); wg.Done() }); err != nil {
-					b.Fatal(err)
-				}
-			}
-			wg.Wait()
-		}
-	})
-	b.Run("chan-semaphore", func(b *testing.B) {
-		calibrate(b)
-		sem := make(chan struct{}, limit)
-		var wg sync.WaitGroup
-		b.ReportAllocs()
-		for b.Loop() {
-			for range tasks {
-				sem <- struct{}{}
-				wg.Add(1)
-				go func() {
-					work()
-					<-sem
-					wg.Done()
-				}()
-			}
-			wg.Wait()
-		}
-	})
-}
-
-// memInUse is the heap and stack memory in use, after a collection.
-func memInUse() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc + m.StackInuse
-}
-
-// The memory of 1,000,000 tasks waiting for a slot: queued Submits against goroutines parked
-// on a semaphore. Reported as B/waiter.
-func BenchmarkWaitingMemory(b *testing.B) {
-	const n = 1_000_000
-	ctx := context.Background()
-	task := func(context.Context) (struct{}, error) { return struct{}{}, nil }
-	submits := func(b *testing.B, ctx context.Context) {
-		for b.Loop() {
-			l := limiter.New(1)
-			release := make(chan struct{})
-			limiter.Submit(ctx, l, func(context.Context) (struct{}, error) { <-release; return struct{}{}, nil })
-			futures := make([]*limiter.Future[struct{}], n)
-			before := memInUse()
-			for i := range futures {
-				futures[i] = limiter.Submit(ctx, l, task)
-			}
-			after := memInUse()
-			if w := l.Stats().Waiting; w != n {
-				b.Fatalf("%d waiting, want %d", w, n)
-			}
-			b.ReportMetric(float64(after-before)/n, "B/waiter")
-			close(release)
-			if err := l.Shutdown(ctx); err != nil {
-				b.Fatal(err)
-			}
-			runtime.KeepAlive(futures)
-		}
-	}
-	b.Run("limiter.Submit", func(b *testing.B) { submits(b, ctx) })
-	b.Run("limiter.Submit-cancellable-ctx", func(b *testing.B) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		submits(b, ctx)
-	})
-	b.Run("goroutines-on-semaphore", func(b *testing.B) {
-		for b.Loop() {
-			s := semaphore.New(1)
-			if err := s.Acquire(ctx, 1); err != nil {
-				b.Fatal(err)
-			}
-			var wg sync.WaitGroup
-			before := memInUse()
-			for range n {
-				wg.Go(func() {
-					if s.Acquire(ctx, 1) == nil {
-						s.Release(1)
-					}
-				})
-			}
-			for s.Waiting() < n {
-				time.Sleep(time.Millisecond)
-			}
-			after := memInUse()
-			b.ReportMetric(float64(after-before)/n, "B/waiter")
-			s.Release(1)
-			wg.Wait()
 		}
 	})
 }

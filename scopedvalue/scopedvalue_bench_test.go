@@ -8,13 +8,13 @@ import (
 	"github.com/goloom/loom/scopedvalue"
 )
 
-// peerKey is the kind of key context.WithValue users declare.
+// The benchmarks against context.WithValue, with these loops as their scopedvalue rows, are in
+// the bench module (bench/scopedvalue_test.go); these are for comparing scopedvalue with itself.
+
+// peerKey is the kind of key context.WithValue users declare; the tests wrap contexts with it.
 type peerKey int
 
-var (
-	sinkString string
-	sinkAny    any
-)
+var sinkString string
 
 // nestWhere binds keys[i] to values[i] with one Where per key, each nested inside the previous
 // one's Run, and calls fn in the innermost context.
@@ -29,17 +29,14 @@ func nestWhere(ctx context.Context, keys []*scopedvalue.Key[string], values []st
 }
 
 // BenchmarkGet reads the innermost and the outermost of depth keys, each bound by its own nested
-// Where; the peer reads the same positions through depth nested context.WithValue layers,
-// with the type assertion a typed accessor needs (impl=WithValue) and without (impl=Value-raw).
+// Where: the time must not grow with depth.
 func BenchmarkGet(b *testing.B) {
 	for _, depth := range []int{1, 8, 64} {
 		keys := make([]*scopedvalue.Key[string], depth)
 		values := make([]string, depth)
-		peer := context.Background()
 		for i := range keys {
 			keys[i] = scopedvalue.New[string](fmt.Sprint("key-", i))
 			values[i] = fmt.Sprint("value-", i)
-			peer = context.WithValue(peer, peerKey(i), values[i])
 		}
 		positions := []struct {
 			name string
@@ -47,23 +44,11 @@ func BenchmarkGet(b *testing.B) {
 		}{{"innermost", depth - 1}, {"outermost", 0}}
 		nestWhere(context.Background(), keys, values, func(ctx context.Context) {
 			for _, pos := range positions {
-				k, pk := keys[pos.i], peerKey(pos.i)
+				k := keys[pos.i]
 				b.Run(fmt.Sprintf("depth=%d/key=%s/impl=scopedvalue", depth, pos.name), func(b *testing.B) {
 					b.ReportAllocs()
 					for b.Loop() {
 						sinkString = k.Get(ctx)
-					}
-				})
-				b.Run(fmt.Sprintf("depth=%d/key=%s/impl=WithValue", depth, pos.name), func(b *testing.B) {
-					b.ReportAllocs()
-					for b.Loop() {
-						sinkString, _ = peer.Value(pk).(string)
-					}
-				})
-				b.Run(fmt.Sprintf("depth=%d/key=%s/impl=Value-raw", depth, pos.name), func(b *testing.B) {
-					b.ReportAllocs()
-					for b.Loop() {
-						sinkAny = peer.Value(pk)
 					}
 				})
 			}
@@ -71,26 +56,17 @@ func BenchmarkGet(b *testing.B) {
 	}
 }
 
-// BenchmarkGetWrapped reads a key bound below layers the caller added afterwards: the cost of
+// BenchmarkGetWrapped reads a key bound below a layer the caller added afterwards: the cost of
 // the caller's own chain, walked once by ctx.Value, whatever the number of scoped values.
 func BenchmarkGetWrapped(b *testing.B) {
 	k := scopedvalue.New[string]("k")
 	ctx := scopedvalue.Where(k, "v").Context(context.Background())
-	peer := context.WithValue(context.Background(), peerKey(0), "v")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	peer, cancelPeer := context.WithCancel(peer)
-	defer cancelPeer()
 	b.Run("impl=scopedvalue", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			sinkString = k.Get(ctx)
-		}
-	})
-	b.Run("impl=WithValue", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			sinkString, _ = peer.Value(peerKey(0)).(string)
 		}
 	})
 }

@@ -1,32 +1,91 @@
 #!/usr/bin/env bash
-# Runs the packages' benchmarks, peers side by side, -count=10 each, and summarizes them with
-# benchstat (installed from the module proxy if missing). Takes about half an hour on 2 cores.
+# Reproduces every benchmark figure in the README. Each set runs -count=10 and is summarized with
+# benchstat (installed from the module proxy if missing):
 #
-#   scripts/bench.sh [OUTDIR]     # default OUTDIR: bench-results
+#   - the bench module (bench/): loom and its peers as sibling sub-benchmarks (impl=...), so each
+#     set's .stat file has one column per implementation and its ratio to loom's, from one run;
+#   - the load harness (bench/cmd/loadtest -quick): the virtual-thread experiments, run once;
+#   - loom's own benchmarks beside its code (root-*): loom alone, the baseline for comparing a
+#     change with the code before it (benchstat old.txt new.txt).
 #
-# The machines here are shared and noisy: quote medians and ratios between peers of one run.
+# Usage, from anywhere in the checkout:
+#
+#   scripts/bench.sh [OUTDIR]                  # default OUTDIR: bench-results; about 45 minutes on 2 cores
+#   BENCH_QUICK=1 scripts/bench.sh /tmp/b      # -count=1, -benchtime=100x, -short: checks that it all runs
+#   BENCH_ONLY='^scope' scripts/bench.sh       # only the sets whose name matches the regexp
+#
+# The machines here are shared and noisy: quote medians, and ratios between the columns of one set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 out=${1:-bench-results}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 export PATH="$(go env GOPATH)/bin:$PATH"
 command -v benchstat >/dev/null || go install golang.org/x/perf/cmd/benchstat@latest
 
-run() { # name package pattern [extra go test flags...]
-	local name=$1 pkg=$2 pattern=$3
-	shift 3
-	echo "== $name: go test -run='^\$' -bench='$pattern' -benchmem -count=10 $* $pkg" >&2
-	go test -run='^$' -bench="$pattern" -benchmem -count=10 -timeout=60m "$@" "$pkg" > "$out/$name.txt"
-	benchstat "$out/$name.txt" > "$out/$name.stat"
+quick=${BENCH_QUICK:-}
+only=${BENCH_ONLY:-.}
+count=10
+[[ -n "$quick" ]] && count=1
+
+{
+	go version
+	echo "nproc: $(nproc 2>/dev/null || echo '?')"
+	uname -srm
+	grep -m1 'model name' /proc/cpuinfo 2>/dev/null || true
+	git -C "$root" rev-parse --short HEAD 2>/dev/null || true
+} > "$out/machine.txt"
+
+# run NAME DIR PACKAGE PATTERN [BENCHTIME]: one set of benchmarks, in a process of its own.
+# BENCHTIME is the set's -benchtime (default: go test's 1s); BENCH_QUICK makes it 100x, or 1x
+# for a set that counts iterations (NNNx).
+run() {
+	local name=$1 dir=$2 pkg=$3 pattern=$4 benchtime=${5:-}
+	[[ "$name" =~ $only ]] || return 0
+	local flags=(-run='^$' -bench="$pattern" -benchmem -count="$count" -timeout=60m)
+	if [[ -n "$quick" ]]; then
+		flags+=(-short)
+		if [[ "$benchtime" == *x ]]; then benchtime=1x; else benchtime=100x; fi
+	fi
+	[[ -n "$benchtime" ]] && flags+=(-benchtime="$benchtime")
+	echo "== $name: (cd $dir && go test ${flags[*]} $pkg)" >&2
+	(cd "$root/$dir" && go test "${flags[@]}" "$pkg") > "$out/$name.txt"
+	# Sub-benchmarks named impl=X become columns, the first (loom's) the base of the ratios.
+	if grep -q '/impl=' "$out/$name.txt"; then
+		benchstat -col /impl "$out/$name.txt" > "$out/$name.stat"
+	else
+		benchstat "$out/$name.txt" > "$out/$name.stat"
+	fi
 }
 
-run semaphore ./semaphore '^Benchmark(Uncontended|Contended)$'
-run semaphore-fairness ./semaphore '^BenchmarkFairness$' -benchtime=3x
-run scopedvalue ./scopedvalue '.'
-run scope ./scope '^Benchmark(ForkJoin|Map)$'
+# loom against its peers: the README's benchmark table.
+run semaphore-uncontended bench . '^BenchmarkSemaphoreUncontended$'
+run semaphore-contended bench . '^BenchmarkSemaphoreContended$'
+run semaphore-fairness bench . '^BenchmarkSemaphoreFairness$' 3x
+run scopedvalue bench . '^BenchmarkScopedValue'
+run scope-forkjoin bench . '^BenchmarkScopeForkJoin$'
+run scope-map bench . '^BenchmarkScopeMap$'
 # 100k parked goroutines slow every later benchmark in the same process: one process each.
-run scope-parked ./scope '^BenchmarkParked$' -benchtime=1x
-run scope-parked-memory ./scope '^BenchmarkParkedMemory$' -benchtime=1x
-run limiter ./limiter '^Benchmark(Do|DoParallel|DoTaskTimeout|Throughput)$'
-run limiter-memory ./limiter '^BenchmarkWaitingMemory$' -benchtime=1x
-echo "results in $out/" >&2
+run scope-parked bench . '^BenchmarkScopeParked$' 1x
+run scope-parked-memory bench . '^BenchmarkScopeParkedMemory$' 1x
+run limiter-do bench . '^BenchmarkLimiter(Do|DoParallel)$'
+run limiter-task-timeout bench . '^BenchmarkLimiterDoTaskTimeout$'
+run limiter-throughput bench . '^BenchmarkLimiterThroughput$'
+run limiter-waiting-memory bench . '^BenchmarkLimiterWaitingMemory$' 1x
+
+# The virtual-thread experiments: the README's table of the articles' figures beside loom's.
+if [[ loadtest =~ $only ]]; then
+	args=(-quick -progress=false)
+	[[ -n "$quick" ]] && args+=(-scale 0.1)
+	echo "== loadtest: (cd bench && go run ./cmd/loadtest ${args[*]})" >&2
+	(cd "$root/bench" && go run ./cmd/loadtest "${args[@]}") > "$out/loadtest.txt"
+fi
+
+# loom alone, beside its code.
+run root-scope . ./scope '.'
+run root-scopedvalue . ./scopedvalue '.'
+run root-semaphore . ./semaphore '.'
+run root-limiter . ./limiter '.'
+
+echo "results in $out/ (NAME.txt: go test output, NAME.stat: benchstat)" >&2

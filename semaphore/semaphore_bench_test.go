@@ -3,47 +3,19 @@ package semaphore_test
 import (
 	"context"
 	"runtime"
-	"slices"
+	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
-
-	xsem "golang.org/x/sync/semaphore"
 
 	"github.com/goloom/loom/semaphore"
 )
 
-// peer is one semaphore implementation under comparison.
-type peer struct {
-	name string
-	make func(capacity int64) (acquire, release func())
-}
+// The benchmarks against x/sync's semaphore, a channel and a mutex, with these loops as their loom
+// rows, and the fairness benchmark are in the bench module (bench/semaphore_test.go); these are
+// for comparing loom with itself.
 
-func peers() []peer {
-	ctx := context.Background()
-	return []peer{
-		{name: "loom", make: func(c int64) (func(), func()) {
-			s := semaphore.New(c)
-			return func() { _ = s.Acquire(ctx, 1) }, func() { s.Release(1) }
-		}},
-		{name: "loom-unfair", make: func(c int64) (func(), func()) {
-			s := semaphore.New(c, semaphore.Unfair())
-			return func() { _ = s.Acquire(ctx, 1) }, func() { s.Release(1) }
-		}},
-		{name: "xsync", make: func(c int64) (func(), func()) {
-			s := xsem.NewWeighted(c)
-			return func() { _ = s.Acquire(ctx, 1) }, func() { s.Release(1) }
-		}},
-		{name: "chan", make: func(c int64) (func(), func()) {
-			ch := make(chan struct{}, c)
-			return func() { ch <- struct{}{} }, func() { <-ch }
-		}},
-	}
-}
-
-// BenchmarkUncontended is one goroutine doing Acquire(ctx, 1) + Release(1): the fast path.
-// The loops are written out per peer so no indirection is measured.
+// BenchmarkUncontended is one goroutine doing Acquire(ctx, 1) + Release(1): the fast path, fair,
+// unfair, and with a cancellable context (a real request's) instead of Background.
 func BenchmarkUncontended(b *testing.B) {
 	ctx := context.Background()
 	b.Run("impl=loom", func(b *testing.B) {
@@ -62,7 +34,7 @@ func BenchmarkUncontended(b *testing.B) {
 			s.Release(1)
 		}
 	})
-	b.Run("impl=loom-cancelctx", func(b *testing.B) { // a real request context, not Background
+	b.Run("impl=loom-cancelctx", func(b *testing.B) {
 		b.ReportAllocs()
 		s := semaphore.New(1)
 		ctx, cancel := context.WithCancel(ctx)
@@ -72,35 +44,27 @@ func BenchmarkUncontended(b *testing.B) {
 			s.Release(1)
 		}
 	})
-	b.Run("impl=xsync", func(b *testing.B) {
-		b.ReportAllocs()
-		s := xsem.NewWeighted(1)
-		for b.Loop() {
-			_ = s.Acquire(ctx, 1)
-			s.Release(1)
-		}
-	})
-	b.Run("impl=chan", func(b *testing.B) {
-		b.ReportAllocs()
-		ch := make(chan struct{}, 1)
-		for b.Loop() {
-			ch <- struct{}{}
-			<-ch
-		}
-	})
-	b.Run("impl=mutex", func(b *testing.B) { // the floor of a lock-based design
-		b.ReportAllocs()
-		var mu sync.Mutex
-		n := 1
-		for b.Loop() {
-			mu.Lock()
-			n--
-			mu.Unlock()
-			mu.Lock()
-			n++
-			mu.Unlock()
-		}
-	})
+}
+
+// peer is one configuration of the semaphore under comparison; Contended calls it through
+// closures, as bench/semaphore_test.go does for loom and its peers, so the figures compare.
+type peer struct {
+	name string
+	make func(capacity int64) (acquire, release func())
+}
+
+func peers() []peer {
+	ctx := context.Background()
+	return []peer{
+		{name: "loom", make: func(c int64) (func(), func()) {
+			s := semaphore.New(c)
+			return func() { _ = s.Acquire(ctx, 1) }, func() { s.Release(1) }
+		}},
+		{name: "loom-unfair", make: func(c int64) (func(), func()) {
+			s := semaphore.New(c, semaphore.Unfair())
+			return func() { _ = s.Acquire(ctx, 1) }, func() { s.Release(1) }
+		}},
+	}
 }
 
 // BenchmarkContended has GOMAXPROCS goroutines, then 64, hammering a semaphore of capacity 1 and
@@ -115,7 +79,7 @@ func BenchmarkContended(b *testing.B) {
 				if goroutines > 0 {
 					name = "g=64"
 				}
-				b.Run(name+"/cap="+itoa(capacity)+"/impl="+p.name, func(b *testing.B) {
+				b.Run(name+"/cap="+strconv.FormatInt(capacity, 10)+"/impl="+p.name, func(b *testing.B) {
 					b.ReportAllocs()
 					g := goroutines
 					if g == 0 {
@@ -149,88 +113,4 @@ func BenchmarkContended(b *testing.B) {
 			}
 		}
 	}
-}
-
-// BenchmarkFairness has 64 goroutines hammer a capacity-1 semaphore and reports, over a 100 ms
-// window per iteration, Jain's fairness index of the acquisitions per goroutine (1 is perfectly
-// even) and the 99th percentile of the time an Acquire waited. The window opens only once every
-// goroutine has acquired at least once: before that, the first goroutine the scheduler runs has
-// the semaphore to itself, which says something about the scheduler, not the semaphore.
-// Run it with -benchtime=1x or a few x.
-func BenchmarkFairness(b *testing.B) {
-	const goroutines = 64
-	for _, p := range peers() {
-		b.Run("impl="+p.name, func(b *testing.B) {
-			var total [goroutines]int64
-			var waits []time.Duration
-			for b.Loop() {
-				acquire, release := p.make(1)
-				var counts [goroutines]atomic.Int64
-				var started sync.WaitGroup
-				var measuring, stop atomic.Bool
-				var wg sync.WaitGroup
-				var mu sync.Mutex
-				started.Add(goroutines)
-				for g := range goroutines {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						local := make([]time.Duration, 0, 4096)
-						first := true
-						for !stop.Load() {
-							start := time.Now()
-							acquire()
-							if measuring.Load() {
-								local = append(local, time.Since(start))
-							}
-							counts[g].Add(1)
-							release()
-							if first {
-								started.Done()
-								first = false
-							}
-						}
-						mu.Lock()
-						waits = append(waits, local...)
-						mu.Unlock()
-					}()
-				}
-				started.Wait()
-				var before [goroutines]int64
-				for g := range counts {
-					before[g] = counts[g].Load()
-				}
-				measuring.Store(true)
-				time.Sleep(100 * time.Millisecond)
-				for g := range counts {
-					total[g] += counts[g].Load() - before[g]
-				}
-				stop.Store(true)
-				wg.Wait()
-			}
-			var sum, sumSq float64
-			for _, c := range total {
-				sum += float64(c)
-				sumSq += float64(c) * float64(c)
-			}
-			slices.Sort(waits)
-			b.ReportMetric(sum*sum/(goroutines*sumSq), "jain")
-			b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds()), "p99-wait-µs")
-			b.ReportMetric(sum/float64(b.N)/0.1, "acquires/s")
-			b.ReportMetric(0, "ns/op")
-		})
-	}
-}
-
-func itoa(n int64) string {
-	if n == 0 {
-		return "0"
-	}
-	var buf [20]byte
-	i := len(buf)
-	for ; n > 0; n /= 10 {
-		i--
-		buf[i] = byte('0' + n%10)
-	}
-	return string(buf[i:])
 }

@@ -15,11 +15,11 @@ import (
 	"github.com/goloom/loom/semaphore"
 )
 
-// ---- seed 000: 100,000 blocking tasks ----
+// ---- blocking: 100,000 blocking tasks ----
 
-// seed000 runs the article's VirtualThreadBenchmark: every task sleeps for the block time; a
+// runBlocking runs the article's VirtualThreadBenchmark: every task sleeps for the block time; a
 // fixed pool runs them workers at a time, a scope runs each in its own subtask.
-func seed000(ctx context.Context, e *env) error {
+func runBlocking(ctx context.Context, e *env) error {
 	c := e.cfg
 	fmt.Fprintf(e.out, "%s tasks, each blocks %v: newFixedThreadPool(%d) -> a pool of %d goroutines fed by a channel;\n",
 		commas(int64(c.tasks)), c.block, c.workers, c.workers)
@@ -53,7 +53,7 @@ func seed000(ctx context.Context, e *env) error {
 		return outcome{took: time.Since(start), lat: lat, peak: peak}, err
 	}
 
-	pool, err := measure("000 pool", func(task func(context.Context, int) error) error {
+	pool, err := measure("blocking pool", func(task func(context.Context, int) error) error {
 		jobs := make(chan int)
 		var (
 			wg    sync.WaitGroup
@@ -86,7 +86,7 @@ func seed000(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	sc, err := measure("000 scope", func(task func(context.Context, int) error) error {
+	sc, err := measure("blocking scope", func(task func(context.Context, int) error) error {
 		s := scope.Open(ctx)
 		defer s.Close()
 		for i := range c.tasks {
@@ -112,8 +112,8 @@ func seed000(ctx context.Context, e *env) error {
 	})
 	fmt.Fprintf(e.out, "the pool cannot beat %s tasks / %d workers x %v = %v; the scope is bound by the block time, not a thread count\n",
 		commas(int64(c.tasks)), c.workers, c.block, ideal)
-	e.plot(series{fmt.Sprintf("000 pool of %d", c.workers), ps})
-	e.plot(series{"000 scope", ss})
+	e.plot(series{fmt.Sprintf("blocking: pool of %d", c.workers), ps})
+	e.plot(series{"blocking: scope", ss})
 	return nil
 }
 
@@ -126,13 +126,13 @@ func cmpOr(errs ...error) error {
 	return nil
 }
 
-// ---- seed 001: spike load, I/O-bound and CPU-bound ----
+// ---- spike: spike load, I/O-bound and CPU-bound ----
 
-func seed001(ctx context.Context, e *env) error {
+func runSpike(ctx context.Context, e *env) error {
 	c := e.cfg
 	iters := calibrate(c.cpuWork)
 	fmt.Fprintf(e.out, "%d concurrent clients for %v against a handler that waits %v (I/O-bound) or burns %v of CPU (CPU-bound,\n",
-		c.clients001, c.duration, c.ioWait, c.cpuWork)
+		c.spikeClients, c.duration, c.ioWait, c.cpuWork)
 	fmt.Fprintf(e.out, "%s rounds of arithmetic; the article's loop of 2e9 additions is scaled down to fit %d cores).\n",
 		commas(int64(iters)), runtime.GOMAXPROCS(0))
 	fmt.Fprintf(e.out, "Tomcat, server.tomcat.threads.max=200 -> handlers hand their work to a pool of %d goroutines and wait;\n", c.workers)
@@ -149,8 +149,8 @@ func seed001(ctx context.Context, e *env) error {
 	results := map[string]loadResult{}
 	for _, wl := range workloads {
 		for _, m := range []model{poolModel, scopeModel} {
-			label := fmt.Sprintf("001 %s %s", wl.name, m)
-			r, err := serveAndLoad(ctx, e, m, c.workers, wl.fn, c.clients001, c.duration, label)
+			label := fmt.Sprintf("spike %s %s", wl.name, m)
+			r, err := serveAndLoad(ctx, e, m, c.workers, wl.fn, c.spikeClients, c.duration, label)
 			if err != nil {
 				return fmt.Errorf("%s: %w", label, err)
 			}
@@ -170,13 +170,13 @@ func seed001(ctx context.Context, e *env) error {
 		{metric: "CPU p95 (s)", articleA: "44.03", articleB: "42.63", articleRatio: "0.97x", oursA: cp.p95.Seconds(), oursB: cs.p95.Seconds(), decimals: 2},
 	})
 	fmt.Fprintf(e.out, "ideal I/O: pool %d/%v = %.0f req/s, scope %d/%v = %.0f req/s; failed requests: %d\n",
-		c.workers, c.ioWait, float64(c.workers)/c.ioWait.Seconds(), c.clients001, c.ioWait,
-		float64(c.clients001)/c.ioWait.Seconds(),
+		c.workers, c.ioWait, float64(c.workers)/c.ioWait.Seconds(), c.spikeClients, c.ioWait,
+		float64(c.spikeClients)/c.ioWait.Seconds(),
 		results["io pool"].failed+results["io scope"].failed+results["cpu pool"].failed+results["cpu scope"].failed)
-	e.plot(series{fmt.Sprintf("001 I/O pool of %d", c.workers), ip})
-	e.plot(series{"001 I/O scope", is})
-	e.plot(series{fmt.Sprintf("001 CPU pool of %d", c.workers), cp})
-	e.plot(series{"001 CPU scope", cs})
+	e.plot(series{fmt.Sprintf("spike I/O: pool of %d", c.workers), ip})
+	e.plot(series{"spike I/O: scope", is})
+	e.plot(series{fmt.Sprintf("spike CPU: pool of %d", c.workers), cp})
+	e.plot(series{"spike CPU: scope", cs})
 	return nil
 }
 
@@ -190,12 +190,12 @@ func serveAndLoad(ctx context.Context, e *env, m model, workers int, fn work, cl
 	return load(ctx, ts.url, clients, d, e.prog, label)
 }
 
-// ---- seed 002: DB + API handler under 1,000 concurrent requests ----
+// ---- dbapi: a DB + API handler under 1,000 concurrent requests ----
 
-func seed002(ctx context.Context, e *env) error {
+func runDBAPI(ctx context.Context, e *env) error {
 	c := e.cfg
 	fmt.Fprintf(e.out, "%s concurrent clients for %v; the handler calls a %v \"DB\" and then a %v \"API\" (both blocking waits)\n",
-		commas(int64(c.clients002)), c.duration2, c.db, c.api)
+		commas(int64(c.dbapiClients)), c.dbapiDuration, c.db, c.api)
 	fmt.Fprintf(e.out, "Tomcat (200 threads) -> a pool of %d goroutines; Virtual Threads -> one goroutine per request and a scope\n\n", c.workers)
 	handler := func(ctx context.Context) error {
 		if err := sleep(ctx, c.db); err != nil { // orderRepo.findById
@@ -203,11 +203,11 @@ func seed002(ctx context.Context, e *env) error {
 		}
 		return sleep(ctx, c.api) // stockClient.getStock
 	}
-	pool, err := serveAndLoad(ctx, e, poolModel, c.workers, handler, c.clients002, c.duration2, "002 pool")
+	pool, err := serveAndLoad(ctx, e, poolModel, c.workers, handler, c.dbapiClients, c.dbapiDuration, "dbapi pool")
 	if err != nil {
 		return err
 	}
-	sc, err := serveAndLoad(ctx, e, scopeModel, c.workers, handler, c.clients002, c.duration2, "002 scope")
+	sc, err := serveAndLoad(ctx, e, scopeModel, c.workers, handler, c.dbapiClients, c.dbapiDuration, "dbapi scope")
 	if err != nil {
 		return err
 	}
@@ -220,14 +220,14 @@ func seed002(ctx context.Context, e *env) error {
 	})
 	work := c.db + c.api
 	fmt.Fprintf(e.out, "ideal: pool %d/%v = %.0f req/s, scope %s/%v = %.0f req/s; failed requests: %d\n",
-		c.workers, work, float64(c.workers)/work.Seconds(), commas(int64(c.clients002)), work,
-		float64(c.clients002)/work.Seconds(), pool.failed+sc.failed)
-	e.plot(series{fmt.Sprintf("002 pool of %d", c.workers), ps})
-	e.plot(series{"002 scope", ss})
+		c.workers, work, float64(c.workers)/work.Seconds(), commas(int64(c.dbapiClients)), work,
+		float64(c.dbapiClients)/work.Seconds(), pool.failed+sc.failed)
+	e.plot(series{fmt.Sprintf("dbapi: pool of %d", c.workers), ps})
+	e.plot(series{"dbapi: scope", ss})
 	return nil
 }
 
-// ---- seed 003: memory per parked subtask ----
+// ---- parked: memory per parked subtask ----
 
 // articleBytes are the article's bytes per parked virtual thread (JDK 25, -Xmx1g), by count.
 var articleBytes = map[int]string{
@@ -235,7 +235,7 @@ var articleBytes = map[int]string{
 	1_000_000: "790", 1_200_000: "768", 1_400_000: "735",
 }
 
-func seed003(ctx context.Context, e *env) error {
+func runParked(ctx context.Context, e *env) error {
 	c := e.cfg
 	fmt.Fprintf(e.out, "%s subtasks forked into one scope, each parked on a channel receive; memory from runtime.MemStats\n",
 		commas(int64(c.parked)))
@@ -301,14 +301,14 @@ func seed003(ctx context.Context, e *env) error {
 	// have left descriptors behind. So: bare goroutines first, to have enough descriptors (the
 	// last step's increment, beyond what was left behind, gives a new descriptor's size); then
 	// the subtasks and bare goroutines again, both reusing descriptors, each plus that size.
-	bareNew, err := park("003 goroutines", bareGoroutines)
+	bareNew, err := park("parked goroutines", bareGoroutines)
 	if err != nil {
 		return err
 	}
 	// One scope holds every subtask: Fork them in batches, Join at the end.
 	s := scope.Open(ctx)
 	defer s.Close()
-	scoped, err := park("003 scope", func(n int, started *atomic.Int64, release <-chan struct{}) func() error {
+	scoped, err := park("parked scope", func(n int, started *atomic.Int64, release <-chan struct{}) func() error {
 		for range n {
 			s.Go(func(ctx context.Context) error {
 				started.Add(1)
@@ -328,7 +328,7 @@ func seed003(ctx context.Context, e *env) error {
 	if err := s.Join(); err != nil {
 		return err
 	}
-	bareReused, err := park("003 goroutines again", bareGoroutines)
+	bareReused, err := park("parked goroutines again", bareGoroutines)
 	if err != nil {
 		return err
 	}
@@ -369,7 +369,7 @@ func memUsed() uint64 {
 	return m.HeapAlloc + m.StackInuse
 }
 
-// ---- seed 004: a limiter in front of a connection pool ----
+// ---- pool: a limiter in front of a connection pool ----
 
 // errPoolTimeout is the pool's "Connection is not available, request timed out after ...".
 var errPoolTimeout = errors.New("pool: connection not available, request timed out")
@@ -402,7 +402,7 @@ func (p *connPool) with(ctx context.Context, fn func() error) (waited time.Durat
 	return waited, fn()
 }
 
-func seed004(ctx context.Context, e *env) error {
+func runPool(ctx context.Context, e *env) error {
 	c := e.cfg
 	fmt.Fprintf(e.out, "%s jobs at once, each holds one of %d pooled connections for %v (a slow downstream); the pool lets a\n",
 		commas(int64(c.jobs)), c.conns, c.query)
@@ -432,7 +432,7 @@ func seed004(ctx context.Context, e *env) error {
 		errs := make([]error, c.jobs)
 		var done atomic.Int64
 		start := time.Now()
-		stop := e.prog.track("004 "+name, func() string {
+		stop := e.prog.track("pool "+name, func() string {
 			return fmt.Sprintf("%s/%s jobs done", commas(done.Load()), commas(int64(c.jobs)))
 		})
 		defer stop()
@@ -534,7 +534,7 @@ func seed004(ctx context.Context, e *env) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\t%v\t%s\t%v\t%s\t%d\n", o.name, commas(int64(o.ok)), commas(int64(o.poolTimeouts)),
 			s.p50.Round(time.Millisecond), s.p99.Round(time.Millisecond), o.took.Round(10*time.Millisecond),
 			commas(o.peak), cw.p99.Round(time.Millisecond), probeP99, o.probeTimeouts)
-		label := "004 " + o.name
+		label := "pool: " + o.name
 		if failed := o.poolTimeouts + o.other; failed > 0 {
 			label += fmt.Sprintf(", %s failed", commas(int64(failed)))
 		}

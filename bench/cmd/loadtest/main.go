@@ -1,30 +1,38 @@
-// Command loadtest reproduces, in Go with loom, the experiments of the five articles this project
-// started from, and prints each article's figures beside loom's:
+// Command loadtest reproduces, in Go with loom, five experiments that Korean articles on Java 21's
+// virtual threads published, and prints each article's figures beside loom's:
 //
-//   - 000: 100,000 tasks that each block for 100 ms, run by a fixed pool of 200 workers and by a
-//     scope with one subtask per task (the article: about 50 s vs 1-2 s);
-//   - 001: spike load on an HTTP server, 500 concurrent clients for 15 s, with a handler that
-//     waits 300 ms (I/O-bound) or burns CPU (CPU-bound), handlers run on a pool of 200 workers
-//     vs one goroutine per request with a scope (the article: 652 vs 1,626 req/s, p95 908 vs
-//     316 ms, no gain when CPU-bound);
-//   - 002: 1,000 concurrent clients of a handler that makes a 50 ms "DB" call and a 100 ms "API"
-//     call, pool of 200 vs scope (the article: p99 ~3,000 vs ~160 ms, ~650 vs ~5,800 req/s);
-//   - 003: the memory of a parked subtask, with 1,000,000 of them parked in one scope (the
-//     article: 735-1,001 bytes per parked virtual thread);
-//   - 004: jobs that each need one of 40 database connections, run as unbounded goroutines that
-//     exhaust the pool, and through a limiter with limit 40 and a 30 s acquire timeout (the
-//     article's ConcurrencyLimiterExecutor).
+//   - blocking, after "자바 스레드만 알던 개발자가 가상 스레드를 파헤쳐 봤습니다" (A developer who only
+//     knew Java threads digs into virtual threads): 100,000 tasks that each block for 100 ms, run by
+//     a fixed pool of 200 workers and by a scope with one subtask per task (the article: about 50 s
+//     vs 1-2 s);
+//   - spike, after "자바 플랫폼 vs 가상 스레드 - 언제, 왜 성능 차이가 나는가?" (Platform vs virtual
+//     threads: when and why performance differs): spike load on an HTTP server, 500 concurrent
+//     clients for 15 s, with a handler that waits 300 ms (I/O-bound) or burns CPU (CPU-bound),
+//     handlers run on a pool of 200 workers vs one goroutine per request with a scope (the article:
+//     652 vs 1,626 req/s, p95 908 vs 316 ms, no gain when CPU-bound);
+//   - dbapi, after "Virtual Threads로 Spring MVC 성능 극대화하기" (Getting the most out of Spring MVC
+//     with virtual threads): 1,000 concurrent clients of a handler that makes a 50 ms "DB" call and
+//     a 100 ms "API" call, pool of 200 vs scope (the article: p99 ~3,000 vs ~160 ms, ~650 vs ~5,800
+//     req/s);
+//   - parked, after "17장. 가상 스레드의 기계 — 마운트, 언마운트, 그리고 pinning" (Chapter 17: the
+//     machinery of virtual threads — mount, unmount and pinning): the memory of a parked subtask,
+//     with 1,000,000 of them parked in one scope (the article: 735-1,001 bytes per parked virtual
+//     thread);
+//   - pool, after "[Java 21] 가상 스레드(Virtual Threads) 사용기" ([Java 21] Using virtual threads):
+//     jobs that each need one of 40 database connections, run as unbounded goroutines that exhaust
+//     the pool, and through a limiter with limit 40 and a 30 s acquire timeout (the article's
+//     ConcurrencyLimiterExecutor).
 //
 // Everything runs in this one process: the HTTP servers listen on 127.0.0.1 and the load comes
 // from goroutines standing in for k6's virtual users, so client and server share the CPUs.
 //
-// Usage:
+// Usage, from the bench directory:
 //
-//	go run ./examples/loadtest                  # the articles' sizes: about 3 minutes, 3 GB at peak (seed 003)
-//	go run ./examples/loadtest -quick           # all five, scaled down, under a minute
-//	go run ./examples/loadtest -exp 001 -duration 5s
-//	go run ./examples/loadtest -exp 000,003 -scale 0.2
-//	go run ./examples/loadtest -quick -svg latency.svg
+//	go run ./cmd/loadtest                  # the articles' sizes: about 3 minutes, 3 GB at peak (parked)
+//	go run ./cmd/loadtest -quick           # all five, scaled down, under a minute
+//	go run ./cmd/loadtest -exp spike -duration 5s
+//	go run ./cmd/loadtest -exp blocking,parked -scale 0.2
+//	go run ./cmd/loadtest -quick -svg latency.svg
 //
 // -scale multiplies the counts (tasks, parked subtasks, jobs) and the load durations; flags set
 // explicitly (-tasks, -duration, ...) win over -quick and -scale. Runs longer than a few
@@ -63,24 +71,26 @@ func main() {
 type config struct {
 	exps []string
 
-	// 000
+	// blocking (workers also sizes the pools of spike and dbapi)
 	tasks   int
 	workers int
 	block   time.Duration
 
-	// 001 and 002
-	clients001 int
-	duration   time.Duration
-	ioWait     time.Duration
-	cpuWork    time.Duration // CPU time per request, on one core of this machine
-	clients002 int
-	duration2  time.Duration
-	db, api    time.Duration
+	// spike
+	spikeClients int
+	duration     time.Duration
+	ioWait       time.Duration
+	cpuWork      time.Duration // CPU time per request, on one core of this machine
 
-	// 003
+	// dbapi
+	dbapiClients  int
+	dbapiDuration time.Duration
+	db, api       time.Duration
+
+	// parked
 	parked int
 
-	// 004
+	// pool
 	jobs     int
 	conns    int
 	limit    int
@@ -94,8 +104,8 @@ type config struct {
 func defaults() config {
 	return config{
 		tasks: 100_000, workers: 200, block: 100 * time.Millisecond,
-		clients001: 500, duration: 15 * time.Second, ioWait: 300 * time.Millisecond, cpuWork: 10 * time.Millisecond,
-		clients002: 1000, duration2: 10 * time.Second, db: 50 * time.Millisecond, api: 100 * time.Millisecond,
+		spikeClients: 500, duration: 15 * time.Second, ioWait: 300 * time.Millisecond, cpuWork: 10 * time.Millisecond,
+		dbapiClients: 1000, dbapiDuration: 10 * time.Second, db: 50 * time.Millisecond, api: 100 * time.Millisecond,
 		parked: 1_000_000,
 		jobs:   2000, conns: 40, limit: 40, query: 100 * time.Millisecond, poolWait: time.Second,
 		progress: true,
@@ -105,7 +115,7 @@ func defaults() config {
 // quick scales the defaults down so that all five experiments finish in under a minute.
 func (c *config) quick() {
 	c.tasks = 10_000
-	c.duration, c.duration2 = 3*time.Second, 3*time.Second
+	c.duration, c.dbapiDuration = 3*time.Second, 3*time.Second
 	c.cpuWork = 2 * time.Millisecond
 	c.parked = 100_000
 	c.jobs, c.query, c.poolWait = 1000, 50*time.Millisecond, 500*time.Millisecond
@@ -115,20 +125,42 @@ func (c *config) scale(f float64) {
 	n := func(v int) int { return max(1, int(math.Round(float64(v)*f))) }
 	d := func(v time.Duration) time.Duration { return max(time.Millisecond, time.Duration(float64(v)*f)) }
 	c.tasks, c.parked, c.jobs = n(c.tasks), n(c.parked), n(c.jobs)
-	c.duration, c.duration2 = d(c.duration), d(c.duration2)
+	c.duration, c.dbapiDuration = d(c.duration), d(c.dbapiDuration)
 }
 
+// An experiment is one article's measurement, reproduced.
 type experiment struct {
-	id, title string
-	run       func(ctx context.Context, e *env) error
+	name    string // what -exp selects
+	title   string
+	article string // the article's title, and its English translation
+	run     func(ctx context.Context, e *env) error
 }
 
 var experiments = []experiment{
-	{"000", "100,000 blocking tasks: a pool of 200 workers vs a scope", seed000},
-	{"001", "spike load on an HTTP server, I/O-bound and CPU-bound", seed001},
-	{"002", "1,000 concurrent requests to a DB + API handler", seed002},
-	{"003", "memory per parked subtask", seed003},
-	{"004", "a limiter in front of a 40-connection pool", seed004},
+	{"blocking", "100,000 blocking tasks: a pool of 200 workers vs a scope",
+		"자바 스레드만 알던 개발자가 가상 스레드를 파헤쳐 봤습니다 (A developer who only knew Java threads digs into virtual threads)",
+		runBlocking},
+	{"spike", "spike load on an HTTP server, I/O-bound and CPU-bound",
+		"자바 플랫폼 vs 가상 스레드 - 언제, 왜 성능 차이가 나는가? (Platform vs virtual threads: when and why performance differs)",
+		runSpike},
+	{"dbapi", "1,000 concurrent requests to a DB + API handler",
+		"Virtual Threads로 Spring MVC 성능 극대화하기 (Getting the most out of Spring MVC with virtual threads)",
+		runDBAPI},
+	{"parked", "memory per parked subtask",
+		"17장. 가상 스레드의 기계 — 마운트, 언마운트, 그리고 pinning (Chapter 17: the machinery of virtual threads — mount, unmount and pinning)",
+		runParked},
+	{"pool", "a limiter in front of a 40-connection pool",
+		"[Java 21] 가상 스레드(Virtual Threads) 사용기 ([Java 21] Using virtual threads)",
+		runPool},
+}
+
+// experimentNames lists the names -exp accepts, for messages.
+func experimentNames() string {
+	names := make([]string, len(experiments))
+	for i, x := range experiments {
+		names[i] = x.name
+	}
+	return strings.Join(names, ", ")
 }
 
 // env is what an experiment gets: the config, where to print, and where to put chart series.
@@ -145,21 +177,21 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := defaults()
-	exps := fs.String("exp", "all", "experiments to run: all, or a comma-separated list of 000 001 002 003 004")
+	exps := fs.String("exp", "all", "experiments to run: all, or a comma-separated list of "+experimentNames())
 	quick := fs.Bool("quick", false, "scale everything down: all five in under a minute")
 	scale := fs.Float64("scale", 1, "multiply counts and load durations by this factor")
-	fs.IntVar(&c.tasks, "tasks", c.tasks, "000: tasks")
-	fs.IntVar(&c.workers, "workers", c.workers, "000, 001, 002: workers of the fixed pool")
-	fs.DurationVar(&c.block, "block", c.block, "000: how long each task blocks")
-	fs.IntVar(&c.clients001, "clients", c.clients001, "001: concurrent clients")
-	fs.DurationVar(&c.duration, "duration", c.duration, "001: duration of each load run")
-	fs.DurationVar(&c.cpuWork, "cpu", c.cpuWork, "001: CPU time per request in the CPU-bound run, on one core")
-	fs.IntVar(&c.clients002, "clients2", c.clients002, "002: concurrent clients")
-	fs.DurationVar(&c.duration2, "duration2", c.duration2, "002: duration of each load run")
-	fs.IntVar(&c.parked, "parked", c.parked, "003: subtasks parked at once")
-	fs.IntVar(&c.jobs, "jobs", c.jobs, "004: jobs")
-	fs.DurationVar(&c.query, "query", c.query, "004: how long each job holds its connection")
-	fs.DurationVar(&c.poolWait, "poolwait", c.poolWait, "004: how long the pool lets a caller wait for a connection")
+	fs.IntVar(&c.tasks, "tasks", c.tasks, "blocking: tasks")
+	fs.IntVar(&c.workers, "workers", c.workers, "blocking, spike, dbapi: workers of the fixed pool")
+	fs.DurationVar(&c.block, "block", c.block, "blocking: how long each task blocks")
+	fs.IntVar(&c.spikeClients, "clients", c.spikeClients, "spike: concurrent clients")
+	fs.DurationVar(&c.duration, "duration", c.duration, "spike: duration of each load run")
+	fs.DurationVar(&c.cpuWork, "cpu", c.cpuWork, "spike: CPU time per request in the CPU-bound run, on one core")
+	fs.IntVar(&c.dbapiClients, "dbapi-clients", c.dbapiClients, "dbapi: concurrent clients")
+	fs.DurationVar(&c.dbapiDuration, "dbapi-duration", c.dbapiDuration, "dbapi: duration of each load run")
+	fs.IntVar(&c.parked, "parked", c.parked, "parked: subtasks parked at once")
+	fs.IntVar(&c.jobs, "jobs", c.jobs, "pool: jobs")
+	fs.DurationVar(&c.query, "query", c.query, "pool: how long each job holds its connection")
+	fs.DurationVar(&c.poolWait, "poolwait", c.poolWait, "pool: how long the pool lets a caller wait for a connection")
 	fs.StringVar(&c.svg, "svg", "", "write a latency chart (p50/p95/p99 per configuration) to this SVG file")
 	fs.BoolVar(&c.progress, "progress", true, "show a progress line on stderr during long runs")
 	if err := fs.Parse(args); err != nil {
@@ -182,7 +214,7 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 		c.scale(*scale)
 		keep := map[string]func(){
 			"tasks": func() { c.tasks = set.tasks }, "duration": func() { c.duration = set.duration },
-			"cpu": func() { c.cpuWork = set.cpuWork }, "duration2": func() { c.duration2 = set.duration2 },
+			"cpu": func() { c.cpuWork = set.cpuWork }, "dbapi-duration": func() { c.dbapiDuration = set.dbapiDuration },
 			"parked": func() { c.parked = set.parked }, "jobs": func() { c.jobs = set.jobs },
 			"query": func() { c.query = set.query }, "poolwait": func() { c.poolWait = set.poolWait },
 		}
@@ -192,21 +224,21 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 			}
 		}
 	}
-	if c.tasks < 1 || c.workers < 1 || c.clients001 < 1 || c.clients002 < 1 || c.parked < 1 || c.jobs < 1 ||
-		c.duration <= 0 || c.duration2 <= 0 || c.cpuWork <= 0 || c.query <= 0 || c.poolWait <= 0 {
+	if c.tasks < 1 || c.workers < 1 || c.spikeClients < 1 || c.dbapiClients < 1 || c.parked < 1 || c.jobs < 1 ||
+		c.duration <= 0 || c.dbapiDuration <= 0 || c.cpuWork <= 0 || c.query <= 0 || c.poolWait <= 0 {
 		return errors.New("counts must be at least 1 and durations positive")
 	}
 	if *exps == "all" {
 		for _, x := range experiments {
-			c.exps = append(c.exps, x.id)
+			c.exps = append(c.exps, x.name)
 		}
 	} else {
-		for id := range strings.SplitSeq(*exps, ",") {
-			id = strings.TrimSpace(id)
-			if !slices.ContainsFunc(experiments, func(x experiment) bool { return x.id == id }) {
-				return fmt.Errorf("unknown experiment %q (want 000 to 004)", id)
+		for name := range strings.SplitSeq(*exps, ",") {
+			name = strings.TrimSpace(name)
+			if !slices.ContainsFunc(experiments, func(x experiment) bool { return x.name == name }) {
+				return fmt.Errorf("unknown experiment %q (want one of %s)", name, experimentNames())
 			}
-			c.exps = append(c.exps, id)
+			c.exps = append(c.exps, name)
 		}
 	}
 
@@ -217,18 +249,19 @@ func run(ctx context.Context, stdout, stderr io.Writer, args []string) error {
 	var chart []series
 	e := &env{cfg: c, out: stdout, prog: &progress{w: stderr, on: c.progress}, chart: &chart}
 	for _, x := range experiments {
-		if !slices.Contains(c.exps, x.id) {
+		if !slices.Contains(c.exps, x.name) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "\n== seed %s: %s\n", x.id, x.title)
+		fmt.Fprintf(stdout, "\n== %s: %s\n", x.name, x.title)
+		fmt.Fprintf(stdout, "after the article %s\n", x.article)
 		start := time.Now()
 		if err := x.run(ctx, e); err != nil {
-			return fmt.Errorf("seed %s: %w", x.id, err)
+			return fmt.Errorf("%s: %w", x.name, err)
 		}
-		fmt.Fprintf(stdout, "(seed %s took %v)\n", x.id, time.Since(start).Round(100*time.Millisecond))
+		fmt.Fprintf(stdout, "(%s took %v)\n", x.name, time.Since(start).Round(100*time.Millisecond))
 	}
 	if c.svg != "" {
 		f, err := os.Create(c.svg)
