@@ -18,7 +18,7 @@ type binding struct {
 
 // bindingsCtx is the context a Carrier binds onto: its parent plus one immutable table holding
 // every scoped value visible in it, inherited ones included. Get therefore finds any key with
-// one lookup of the table (issue 3: Get must not grow with the number of bindings), and the
+// one lookup of the table (Get must not grow with the number of bindings), and the
 // table is never written after bind returns, so readers need no synchronization.
 //
 // Invariant: the embedded Context is never itself a *bindingsCtx. Binding directly onto a

@@ -8,8 +8,8 @@
 //		limiter.WithTaskTimeout(5*time.Second))     // a call running longer: limiter.ErrTaskTimeout
 //	status, err := limiter.Call(ctx, api, func(ctx context.Context) (int, error) { return get(ctx) })
 //
-// which is the seed article's ConcurrencyLimiterExecutor (Semaphore(40), a 30 s acquire timeout,
-// a task timeout) in Go. It prints the 429s each way, the most requests the API saw in flight,
+// which is Java's ConcurrencyLimiterExecutor pattern (Semaphore(40), a 30 s acquire timeout, a
+// task timeout) in Go. It prints the 429s each way, the most requests the API saw in flight,
 // and the limiter's Stats. It takes about two seconds:
 //
 //	go run ./examples/outbound

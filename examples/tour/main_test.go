@@ -21,7 +21,7 @@ func TestTour(t *testing.T) {
 	require.NoError(t, err, out.String())
 	got := out.String()
 	for _, want := range []string{
-		"1. scope", "2. scopedvalue", "3. semaphore", "4. limiter", "5. the seed article's benchmark",
+		"1. scope", "2. scopedvalue", "3. semaphore", "4. limiter", "5. blocking tasks in miniature",
 		// scope: a row per subtask with its state under each policy
 		"payments         fails after 100ms     Failed     Failed",
 		"recommendations  succeeds after 3s     Cancelled  Cancelled",
