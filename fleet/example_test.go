@@ -1,0 +1,227 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goloom/loom/fleet"
+)
+
+// Three replicas share one limit of 2 calls in flight: each replica has its own Semaphore, and
+// the backend (here in memory; in production Redis, through fleet/redisfleet) holds the leases.
+func Example() {
+	backend := fleet.NewMemory()
+	var inFlight, most atomic.Int64
+	var wg sync.WaitGroup
+	for range 3 { // three replicas
+		sem := fleet.New(backend, "llm-api", 2, fleet.WithLease(time.Second))
+		defer sem.Close()
+		for range 4 { // four callers in each
+			wg.Go(func() {
+				p, err := sem.Acquire(context.Background(), 1)
+				if err != nil {
+					fmt.Println(err)
+					return
+				}
+				defer p.Release()
+				n := inFlight.Add(1)
+				for old := most.Load(); n > old && !most.CompareAndSwap(old, n); old = most.Load() {
+				}
+				time.Sleep(time.Millisecond) // the call
+				inFlight.Add(-1)
+			})
+		}
+	}
+	wg.Wait()
+	fmt.Println("calls in flight at most:", most.Load())
+	// Output: calls in flight at most: 2
+}
+
+func ExampleNew() {
+	sem := fleet.New(fleet.NewMemory(), "llm-api", 40, fleet.WithLease(15*time.Second))
+	defer sem.Close()
+	p, err := sem.Acquire(context.Background(), 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Release()
+	fmt.Println("holding", p.N(), "of", sem.Capacity(), "permits of", sem.Name())
+	// Output: holding 1 of 40 permits of llm-api
+}
+
+func ExampleSemaphore_Acquire() {
+	backend := fleet.NewMemory()
+	replicaA := fleet.New(backend, "db", 1, fleet.WithLease(time.Second))
+	replicaB := fleet.New(backend, "db", 1, fleet.WithLease(time.Second))
+	defer replicaA.Close()
+	defer replicaB.Close()
+
+	a, _ := replicaA.Acquire(context.Background(), 1)
+	got := make(chan *fleet.Permit)
+	go func() {
+		b, _ := replicaB.Acquire(context.Background(), 1) // waits: replica A holds the only permit
+		got <- b
+	}()
+	time.Sleep(10 * time.Millisecond)
+	a.Release() // replica B is told at once
+	b := <-got
+	fmt.Println("B's token is larger:", b.Token() > a.Token())
+	b.Release()
+	// Output: B's token is larger: true
+}
+
+func ExampleSemaphore_AcquireTimeout() {
+	backend := fleet.NewMemory()
+	sem := fleet.New(backend, "db", 1, fleet.WithLease(time.Second))
+	defer sem.Close()
+	p, _ := sem.Acquire(context.Background(), 1)
+	defer p.Release()
+
+	_, err := sem.AcquireTimeout(context.Background(), 1, 20*time.Millisecond)
+	fmt.Println(err)
+	fmt.Println("a deadline error:", errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// fleet: acquire timed out
+	// a deadline error: true
+}
+
+func ExampleSemaphore_Stats() {
+	sem := fleet.New(fleet.NewMemory(), "db", 4, fleet.WithLease(time.Second))
+	defer sem.Close()
+	p, _ := sem.Acquire(context.Background(), 3)
+	st := sem.Stats()
+	fmt.Printf("held %d of %d, %d round trip\n", st.Held, st.Capacity, st.RoundTrips)
+	p.Release()
+	st = sem.Stats()
+	fmt.Printf("acquired %d, released %d, %d round trips\n", st.Acquired, st.Released, st.RoundTrips)
+	// Output:
+	// held 3 of 4, 1 round trip
+	// acquired 1, released 1, 2 round trips
+}
+
+// Guarded work runs under the permit's context: if the lease is lost (here, this replica is cut
+// off from the backend, so it cannot renew), the work is cancelled with ErrLeaseLost before the
+// backend lets another replica in.
+func ExamplePermit_WithContext() {
+	backend := fleet.NewMemory()
+	sem := fleet.New(backend, "db", 1, fleet.WithLease(time.Second), fleet.WithLogger(nil))
+	defer sem.Close()
+	p, _ := sem.Acquire(context.Background(), 1)
+	defer p.Release()
+	ctx, stop := p.WithContext(context.Background())
+	defer stop()
+
+	backend.SetDown(true) // no renewal gets through
+	<-ctx.Done()
+	fmt.Println(context.Cause(ctx))
+	// Output: fleet: lease lost
+}
+
+func ExampleWhenUnavailable() {
+	backend := fleet.NewMemory()
+	strict := fleet.New(backend, "api", 10, fleet.WithLogger(nil))
+	lenient := fleet.New(backend, "api", 10, fleet.WithLogger(nil),
+		fleet.WhenUnavailable(fleet.Degrade(2))) // at most 2 per replica while the backend is down
+	defer strict.Close()
+	defer lenient.Close()
+
+	backend.SetDown(true)
+	_, err := strict.Acquire(context.Background(), 1)
+	fmt.Println("strict:", errors.Is(err, fleet.ErrUnavailable))
+	p, err := lenient.Acquire(context.Background(), 2)
+	fmt.Println("lenient:", err, p.Degraded())
+	_, err = lenient.AcquireTimeout(context.Background(), 1, 10*time.Millisecond)
+	fmt.Println("lenient, a third:", err)
+	p.Release()
+	// Output:
+	// strict: true
+	// lenient: <nil> true
+	// lenient, a third: fleet: acquire timed out
+}
+
+// A backend that loses its data (a Redis restarted without persistence): the permit held across
+// the loss registers again on its next renewal, and new permits wait one lease TTL, so the bound
+// holds throughout.
+func ExampleMemory_Restart() {
+	backend := fleet.NewMemory()
+	sem := fleet.New(backend, "api", 1, fleet.WithLease(time.Second), fleet.WithLogger(nil))
+	defer sem.Close()
+	p, _ := sem.Acquire(context.Background(), 1)
+
+	backend.Restart()
+	fmt.Println("held on the backend after the loss:", backend.Held("api"))
+	time.Sleep(400 * time.Millisecond) // a renewal (every TTL/3)
+	fmt.Println("held after the next renewal:", backend.Held("api"))
+	fmt.Println("still ours:", p.Context().Err() == nil)
+	p.Release()
+	// Output:
+	// held on the backend after the loss: 0
+	// held after the next renewal: 1
+	// still ours: true
+}
+
+func ExampleNewMemory() {
+	backend := fleet.NewMemory()
+	sem := fleet.New(backend, "api", 3, fleet.WithLease(time.Second))
+	defer sem.Close()
+	p, _ := sem.Acquire(context.Background(), 2)
+	fmt.Println("held:", backend.Held("api"), "round trips:", backend.RoundTrips())
+	p.Release()
+	fmt.Println("held:", backend.Held("api"), "round trips:", backend.RoundTrips())
+	// Output:
+	// held: 2 round trips: 1
+	// held: 0 round trips: 2
+}
+
+func ExampleNewRate() {
+	backend := fleet.NewMemory()
+	// Every replica's Rate of this name shares one bucket: 100 starts per second, bursts of 3.
+	rate := fleet.NewRate(backend, "llm-api", 100, 3)
+	for i := range 5 {
+		ok, _ := rate.Allow(context.Background())
+		fmt.Println("call", i+1, "may start now:", ok)
+	}
+	// Output:
+	// call 1 may start now: true
+	// call 2 may start now: true
+	// call 3 may start now: true
+	// call 4 may start now: false
+	// call 5 may start now: false
+}
+
+// A caller with a deadline learns at once whether the next token comes in time, and gives it
+// back if it leaves before using it.
+func ExampleRate_Reserve() {
+	rate := fleet.NewRate(fleet.NewMemory(), "llm-api", 2, 1) // one start every 500 ms
+	_ = rate.Wait(context.Background())                       // the burst
+
+	res, _ := rate.Reserve(context.Background(), 100*time.Millisecond)
+	fmt.Println("within 100ms:", res.OK(), "- it comes in", res.Delay().Round(100*time.Millisecond))
+	res, _ = rate.Reserve(context.Background(), time.Second)
+	fmt.Println("within 1s:", res.OK())
+	res.Cancel() // not used after all: the next caller gets it
+	res, _ = rate.Reserve(context.Background(), time.Second)
+	fmt.Println("the next caller's wait:", res.Delay().Round(100*time.Millisecond))
+	// Output:
+	// within 100ms: false - it comes in 500ms
+	// within 1s: true
+	// the next caller's wait: 500ms
+}
+
+func ExampleRate_Wait() {
+	rate := fleet.NewRate(fleet.NewMemory(), "llm-api", 50, 1) // one start every 20 ms
+	start := time.Now()
+	for range 3 {
+		if err := rate.Wait(context.Background()); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	fmt.Println("three starts took at least 40ms:", time.Since(start) >= 40*time.Millisecond)
+	// Output: three starts took at least 40ms: true
+}
