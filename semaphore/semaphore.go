@@ -65,7 +65,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 	if ctx == nil {
 		panic("semaphore: Acquire: nil context")
 	}
-	return c.Acquire(ctx, n)
+	return public(c.Acquire(ctx, n))
 }
 
 // AcquireTimeout is [Semaphore.Acquire] that gives up after d with [ErrTimeout], holding
@@ -77,7 +77,7 @@ func (s *Semaphore) AcquireTimeout(ctx context.Context, n int64, d time.Duration
 	if ctx == nil {
 		panic("semaphore: AcquireTimeout: nil context")
 	}
-	return c.AcquireTimeout(ctx, n, d)
+	return public(c.AcquireTimeout(ctx, n, d))
 }
 
 // TryAcquire takes n permits if it can without waiting and reports whether it did. In fair mode

@@ -1,15 +1,33 @@
-// Package sema is the weighted FIFO semaphore behind the public semaphore package and the limiter.
+// Package sema is the weighted FIFO semaphore behind the public semaphore package, the limiter,
+// scope's WithLimit and fleet's local queue.
 //
-// It adds, for the limiter, waiters that cost no goroutine: [Sema.AcquireFunc] queues a callback
-// in the same FIFO order as blocking acquirers.
+// It adds two things to a plain semaphore, for its callers inside the module:
+//
+//   - Waiters that cost no goroutine: [Sema.AcquireFunc] queues a callback in the same FIFO order
+//     as blocking acquirers.
+//   - Hand-off of queued work to the releasing goroutine: a waiter may carry an owner (the task it
+//     waits to run), and [Sema.ReleaseAndTake] gives the permits back and returns the owner of the
+//     first waiter they serve, so that the goroutine that finished one task runs the next one
+//     instead of starting a goroutine for it.
 //
 // # State word
 //
 // Free permits live in one atomic int64 so that an uncontended Acquire and Release are a single
-// compare-and-swap each. While the queue is non-empty, the word is offset by -bias: in fair mode
+// atomic operation each. While the queue is non-empty, the word is offset by -bias: in fair mode
 // the fast path then fails on its own (the word is hugely negative), and a Release sees at once
 // that it must take the lock to hand its permits to the queue. Every change of the word is an
 // atomic operation, so a fast-path racer that loses a compare-and-swap simply retries.
+//
+// # Invariants
+//
+//   - free == capacity - held, where free is the decoded word, at every instant observed under mu
+//     (outside it, capacity and the word are two reads, see Release).
+//   - The offset is in the word exactly while the queue is non-empty, and it is put in before the
+//     first waiter is counted in Waiting (fair at every instant).
+//   - A queued waiter is served only from the head, strictly in order; a waiter leaves the queue
+//     once: served, failed (shrink, Close) or cancelled, decided under mu.
+//   - A waiter is signalled (its channel, its fn, or its hand-off to a taker) exactly once, after
+//     mu is released.
 package sema
 
 import (
@@ -28,56 +46,64 @@ const (
 	bias       = 1 << 62
 	// Words below threshold carry the waiter offset; real counts lie in [-MaxPermits, MaxPermits].
 	threshold = -(1 << 61)
-	cacheLine = 64
 )
 
-// ErrTimeout is returned when a timed acquire runs out of time. It matches context.DeadlineExceeded.
-var ErrTimeout error = timeoutError("semaphore: acquire timed out")
+// ErrTimeout is returned when a timed acquire runs out of time. The public packages translate it
+// into their own errors.
+var ErrTimeout = errors.New("sema: timed out")
 
-// ErrInvalidWeight is returned for a request that can never be served: n < 0 or n > capacity.
-var ErrInvalidWeight = errors.New("semaphore: invalid weight")
+// A WeightError is returned for a request that can never be served: n < 0 or n above the
+// capacity, at the call or after a shrink while it waited.
+type WeightError struct {
+	N, Capacity int64
+	Shrunk      bool // the capacity shrank below N while the request waited
+}
 
-type timeoutError string
+func (e *WeightError) Error() string {
+	if e.Shrunk {
+		return fmt.Sprintf("%d permits requested, capacity shrank to %d", e.N, e.Capacity)
+	}
+	return fmt.Sprintf("%d permits requested, capacity %d", e.N, e.Capacity)
+}
 
-func (e timeoutError) Error() string        { return string(e) }
-func (e timeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
-func (e timeoutError) Timeout() bool        { return true } // like net.Error, for callers that ask
-
-// Waiter is a queued request. Nodes for blocking waiters are recycled per semaphore (never
-// through a global pool: a node's channel and timer belong to the synctest bubble, if any, that
-// made them, and a semaphore is used from one bubble).
+// Waiter is a queued request. Nodes for blocking waiters are recycled per semaphore, through a
+// free list under its mutex (never a global pool: a node's channel and timer belong to the
+// synctest bubble, if any, that made them, and a semaphore is used from one bubble).
 type Waiter struct {
 	n          int64
 	prev, next *Waiter
 	queued     bool          // on the queue; guarded by Sema.mu
 	err        error         // set before the waiter is signalled; nil means granted
+	owner      any           // the task this waiter holds a place for, for ReleaseAndTake; nil: none
+	taken      bool          // served by ReleaseAndTake: the taker runs owner; set before signalling
 	ready      chan struct{} // blocking waiters: one token when signalled
-	fn         func(error)   // asynchronous waiters: called once when signalled
+	fn         func(error)   // callback waiters: called once when signalled (not when taken)
 	timer      *time.Timer   // blocking waiters with a timeout; reused with the node
 }
 
-// Sema is a weighted semaphore with a strict FIFO queue. The zero value is not usable; call [New].
+// Sema is a weighted semaphore with a strict FIFO queue. The zero value is not usable; call [New]
+// or [Sema.Init].
 type Sema struct {
-	// capacity is read by every acquire and written only by SetCapacity; state is written by
-	// every acquire and release. Apart, on their own cache lines, contended fast paths do not
-	// also miss on capacity.
-	capacity atomic.Int64
+	state    atomic.Int64 // free permits, offset by -bias while anyone is queued
+	capacity atomic.Int64 // written only by SetCapacity, under mu
+	waiting  atomic.Int64 // queue length, for Waiting without the lock
 	fair     bool
 	ready    bool // set by Init: a zero Sema is not usable
-	_        [cacheLine - 16]byte
-	state    atomic.Int64 // free permits, offset by -bias while anyone is queued
-	_        [cacheLine - 8]byte
 
-	waiting atomic.Int64 // queue length, for Waiting without the lock
+	draining atomic.Bool // Close has run: every release looks whether all permits are back
 
 	mu         sync.Mutex
 	head, tail *Waiter
-	closed     error // set by Close: every request that would queue fails with it
-
-	// free recycles blocking waiters. It is per semaphore, not global: a node's channel and
-	// timer belong to the synctest bubble, if any, that made them.
-	free sync.Pool
+	closed     error         // set by Close: every request that would queue fails with it
+	drained    chan struct{} // made by Close; closed once every permit is back
+	isDrained  bool          // drained is closed
+	free       *Waiter // recycled blocking waiters, linked through next
+	nfree      int     // length of free, at most maxFree
 }
+
+// maxFree bounds the recycled nodes a semaphore keeps: enough for every waiter of a busy
+// semaphore, without keeping a burst of a million waiters alive for the semaphore's lifetime.
+const maxFree = 256
 
 // New returns a semaphore with the given capacity. It panics if permits is negative or above
 // MaxPermits.
@@ -100,7 +126,7 @@ func (s *Sema) Init(permits int64, fair bool) {
 	s.capacity.Store(permits)
 }
 
-// Ready reports whether s was made by [New] or [Init]; a zero Sema is not usable.
+// Ready reports whether s was made by [New] or [Sema.Init]; a zero Sema is not usable.
 func (s *Sema) Ready() bool { return s.ready }
 
 func decode(word int64) (avail int64, queued bool) {
@@ -143,11 +169,10 @@ func (s *Sema) take(n int64) bool {
 	}
 }
 
-func (s *Sema) invalid(n int64) error {
-	return fmt.Errorf("%w: %d permits requested, capacity %d", ErrInvalidWeight, n, s.capacity.Load())
-}
+func (s *Sema) invalid(n int64) error { return &WeightError{N: n, Capacity: s.capacity.Load()} }
 
-// Acquire blocks until n permits are held, or ctx ends (ctx.Err(), holding nothing).
+// Acquire blocks until n permits are held, or ctx ends (ctx.Err(), holding nothing). n < 0 or
+// n > Capacity() fails at once with a *WeightError; n == 0 succeeds unless ctx is done.
 func (s *Sema) Acquire(ctx context.Context, n int64) error {
 	if n <= 0 || n > s.capacity.Load() {
 		return s.acquireOdd(ctx, n)
@@ -160,7 +185,8 @@ func (s *Sema) Acquire(ctx context.Context, n int64) error {
 	if s.take(n) {
 		return nil
 	}
-	return s.acquireSlow(ctx, n, false, 0)
+	_, err := s.acquireSlow(ctx, n, nil, false, 0)
+	return err
 }
 
 // AcquireTimeout is Acquire that gives up with ErrTimeout after d. With d <= 0 it never waits.
@@ -177,7 +203,26 @@ func (s *Sema) AcquireTimeout(ctx context.Context, n int64, d time.Duration) err
 	if d <= 0 {
 		return ErrTimeout
 	}
-	return s.acquireSlow(ctx, n, true, d)
+	_, err := s.acquireSlow(ctx, n, nil, true, d)
+	return err
+}
+
+// AcquireFor is Acquire for a request that holds a place for owner, the task it wants to run. If
+// a [Sema.ReleaseAndTake] serves it, the releasing goroutine takes owner over and runs it, and
+// AcquireFor reports taken (with a nil error): the permits are the taker's now. Otherwise it
+// behaves as Acquire, taken false. A wait whose ctx ends just as it is taken reports taken: what
+// a taker has started is not undone.
+func (s *Sema) AcquireFor(ctx context.Context, n int64, owner any) (taken bool, err error) {
+	if n <= 0 || n > s.capacity.Load() {
+		return false, s.acquireOdd(ctx, n)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if s.take(n) {
+		return false, nil
+	}
+	return s.acquireSlow(ctx, n, owner, false, 0)
 }
 
 // acquireOdd answers an acquire of n <= 0 or above the capacity, in the contract's order:
@@ -197,10 +242,10 @@ func (s *Sema) TryAcquire(n int64) bool {
 	return n == 0 || s.take(n)
 }
 
-func (s *Sema) acquireSlow(ctx context.Context, n int64, timed bool, d time.Duration) error {
-	w, settled := s.queue(n, nil, nil)
+func (s *Sema) acquireSlow(ctx context.Context, n int64, owner any, timed bool, d time.Duration) (taken bool, err error) {
+	w, settled := s.queue(n, nil, owner, nil)
 	if w == nil {
-		return settled
+		return false, settled
 	}
 
 	var expired <-chan time.Time
@@ -212,7 +257,6 @@ func (s *Sema) acquireSlow(ctx context.Context, n int64, timed bool, d time.Dura
 		}
 		expired = w.timer.C
 	}
-	var err error
 	done := ctx.Done()
 	switch {
 	case done == nil && expired == nil: // a plain receive is cheaper than a select
@@ -238,52 +282,63 @@ func (s *Sema) acquireSlow(ctx context.Context, n int64, timed bool, d time.Dura
 	if timed {
 		w.timer.Stop()
 	}
+	taken = w.taken
 	s.recycle(w)
-	return err
+	return taken, err
 }
 
 // abandon takes w off the queue after its wait ended with cause. If w had been served already,
 // its signal is consumed and what it was given is handed back, so an error always means nothing
-// is held.
+// is held — unless w was taken: then its owner runs on the taker, and the grant stands.
 func (s *Sema) abandon(w *Waiter, cause error) error {
 	if s.Cancel(w) {
 		return cause
 	}
 	<-w.ready // the signal is on its way, sent after the granter unlocked
-	if w.err == nil {
+	switch {
+	case w.taken:
+		return nil
+	case w.err == nil:
 		s.Release(w.n)
 	}
 	return cause
 }
 
 // AcquireFunc requests n permits for w without blocking; w is the caller's, zero or done with.
-// It returns acquired if the permits were taken at once (fn is never called), or an error
-// matching ErrInvalidWeight for an impossible request (fn is never called). Otherwise w is queued
-// and fn is later called exactly once, without locks held, on the goroutine that served it: with
-// nil when the permits are held, or with an error matching ErrInvalidWeight when a shrink made
-// the request impossible. [Sema.Cancel] takes a queued w off the queue.
+// It returns acquired if the permits were taken at once (fn is never called), or a *WeightError
+// for an impossible request (fn is never called). Otherwise w is queued and fn is later called
+// exactly once, without locks held, on the goroutine that served it: with nil when the permits
+// are held, or with a *WeightError when a shrink made the request impossible, or with Close's
+// error. [Sema.Cancel] takes a queued w off the queue.
 func (s *Sema) AcquireFunc(w *Waiter, n int64, fn func(error)) (acquired bool, err error) {
+	return s.AcquireFuncFor(w, n, nil, fn)
+}
+
+// AcquireFuncFor is AcquireFunc for a request that holds a place for owner: when a
+// [Sema.ReleaseAndTake] serves it, fn is not called — the taker gets owner instead, with the
+// permits.
+func (s *Sema) AcquireFuncFor(w *Waiter, n int64, owner any, fn func(error)) (acquired bool, err error) {
 	if n < 0 || n > s.capacity.Load() {
 		return false, s.invalid(n)
 	}
 	if n == 0 || s.take(n) {
 		return true, nil
 	}
-	queued, err := s.queue(n, w, fn)
+	queued, err := s.queue(n, w, owner, fn)
 	return queued == nil && err == nil, err
 }
 
-// queue is the locked step of an acquire that found no free permits. The fast path may only have
-// lost a race, so it tries again under the lock, where the queue is stable; it fails with
-// Close's error once closed; else it appends w (a recycled blocking waiter when w is nil) and
-// returns it. It returns a nil waiter when the request was settled here: taken (err == nil) or
-// refused. A request served while being appended — a Release slipped in before the queue's
-// offset was in place — is settled here too, and its fn is not called.
-func (s *Sema) queue(n int64, w *Waiter, fn func(error)) (*Waiter, error) {
+// queue is the locked step of an acquire that found no free permits. It checks the weight again,
+// now that the capacity cannot move; the fast path may only have lost a race, so it tries again
+// under the lock, where the queue is stable; it fails with Close's error once closed; else it
+// appends w (a recycled blocking waiter when w is nil) and returns it. It returns a nil waiter
+// when the request was settled here: taken (err == nil) or refused. A request served while being
+// appended — a Release slipped in before the queue's offset was in place — is settled here too,
+// and its fn is not called.
+func (s *Sema) queue(n int64, w *Waiter, owner any, fn func(error)) (*Waiter, error) {
 	s.mu.Lock()
 	if n > s.capacity.Load() {
 		// A shrink landed after the caller's first check: the request can never be served.
-		// Under s.mu the capacity cannot move again before we would queue.
 		s.mu.Unlock()
 		return nil, s.invalid(n)
 	}
@@ -301,28 +356,28 @@ func (s *Sema) queue(n int64, w *Waiter, fn func(error)) (*Waiter, error) {
 	} else {
 		*w = Waiter{fn: fn}
 	}
-	w.n = n
+	w.n, w.owner = n, owner
 	woken := s.enqueue(w)
 	if w.queued {
 		s.mu.Unlock()
-		signal(woken)
+		signal(woken, false)
 		return w, nil
 	}
 	// w is the tail, so it was served last and heads the list.
 	woken = woken.next
 	w.next = nil
-	s.mu.Unlock()
-	signal(woken)
 	err := w.err
 	if w.fn == nil {
-		s.recycle(w)
+		s.pushFree(w) // ours to give back: nobody else has seen it
 	}
+	s.mu.Unlock()
+	signal(woken, false)
 	return nil, err
 }
 
 // Cancel takes a queued waiter off the queue. It reports true if it did, in which case its fn
-// is never called (or, for a blocking waiter, no signal comes); false means it was served or
-// failed already, and its fn has been or is being called.
+// is never called (or, for a blocking waiter, no signal comes); false means it was served, taken
+// or failed already, and its fn has been or is being called (or its taker runs its owner).
 func (s *Sema) Cancel(w *Waiter) bool {
 	s.mu.Lock()
 	if !w.queued {
@@ -338,65 +393,71 @@ func (s *Sema) Cancel(w *Waiter) bool {
 		woken = s.grant()
 	}
 	s.mu.Unlock()
-	signal(woken)
+	signal(woken, false)
 	return true
 }
 
 // Release returns n permits and serves the queue in order. It panics if that would leave more
 // permits free than the capacity: more were released than held.
+func (s *Sema) Release(n int64) { s.release(n, false) }
+
+// ReleaseAndTake is Release that hands work over: if the permits serve a waiter that holds a
+// place for an owner (AcquireFor, AcquireFuncFor), the first such waiter in queue order is not
+// signalled as usual but taken, and its owner returned: the caller now holds that waiter's
+// permits and runs owner itself. A blocking waiter learns that it was taken (AcquireFor reports
+// taken); a callback waiter's fn is not called. Any other waiter served is signalled as usual.
+// It returns nil when nothing was taken.
+func (s *Sema) ReleaseAndTake(n int64) (owner any) { return s.release(n, true) }
+
+// release returns n permits; with take, see ReleaseAndTake.
 //
-// The check is exact, also while SetCapacity runs: the permits are added first (one atomic
-// addition, the common path), and only when the sum looks above the capacity is it checked again
-// under s.mu, where the capacity cannot move. Outside the lock the word and the capacity are read
-// at two instants, so a whole shrink may land between them and make a legitimate release look
-// like an over-release; under the lock, free == capacity - held holds exactly, so free > capacity
-// means that more was released than is held.
-func (s *Sema) Release(n int64) {
+// The over-release check is exact, also while SetCapacity runs: the permits are added first (one
+// atomic addition, the common path), and only when the sum looks above the capacity is it
+// checked again under s.mu, where the capacity cannot move. Outside the lock the word and the
+// capacity are read at two instants, so a whole shrink may land between them and make a
+// legitimate release look like an over-release; under the lock, free == capacity - held holds
+// exactly, so free > capacity means that more was released than is held.
+func (s *Sema) release(n int64, take bool) (owner any) {
 	if n <= 0 {
 		if n < 0 {
 			panic(fmt.Sprintf("semaphore: Release of a negative count %d", n))
 		}
-		return
+		return nil
 	}
 	if n > MaxPermits {
 		panic("semaphore: released more than held")
 	}
 	avail, queued := decode(s.state.Add(n))
-	if avail > s.capacity.Load() {
-		s.releaseChecked(n)
-		return
+	suspect := avail > s.capacity.Load()
+	if !queued && !suspect {
+		if s.draining.Load() {
+			s.checkDrained()
+		}
+		return nil
 	}
-	if queued {
-		s.wake()
-	}
-}
-
-// releaseChecked settles a release whose sum looked above the capacity: under s.mu it either
-// finds the count consistent after all (a resize raced the look) and serves the queue, or takes
-// the n permits back and panics. Until then an arrival may have used the surplus; that is the
-// misuse being reported, and the count is right again once the panic is raised.
-func (s *Sema) releaseChecked(n int64) {
 	s.mu.Lock()
-	if avail, _ := decode(s.state.Load()); avail > s.capacity.Load() {
-		s.state.Add(-n)
-		s.mu.Unlock()
-		panic("semaphore: released more than held")
+	if suspect {
+		if avail, _ := decode(s.state.Load()); avail > s.capacity.Load() {
+			// Refused: take them back. Until then an arrival may have used the surplus; that
+			// is the misuse being reported, and the count is right again once the panic is
+			// raised.
+			s.state.Add(-n)
+			s.mu.Unlock()
+			panic("semaphore: released more than held")
+		}
 	}
 	woken := s.grant()
 	s.mu.Unlock()
-	signal(woken)
-}
-
-func (s *Sema) wake() {
-	s.mu.Lock()
-	woken := s.grant()
-	s.mu.Unlock()
-	signal(woken)
+	owner = signal(woken, take)
+	if s.draining.Load() {
+		s.checkDrained()
+	}
+	return owner
 }
 
 // SetCapacity changes the capacity. Growing serves the queue in order; shrinking never blocks
-// and takes effect as permits come back; queued requests above the new capacity fail with
-// ErrInvalidWeight at once.
+// and takes effect as permits come back; queued requests above the new capacity fail with a
+// *WeightError at once.
 func (s *Sema) SetCapacity(n int64) {
 	if n < 0 {
 		panic(fmt.Sprintf("semaphore: SetCapacity: negative capacity %d", n))
@@ -406,8 +467,8 @@ func (s *Sema) SetCapacity(n int64) {
 	}
 	s.mu.Lock()
 	old := s.capacity.Load()
-	// Order the two stores so that a racing Release only ever sees a looser bound, never a
-	// false "released more than held".
+	// Order the two stores so that a racing Release only ever sees a looser bound outside the
+	// lock; it checks again under the lock before it refuses anything (see release).
 	if n >= old {
 		s.capacity.Store(n)
 		s.state.Add(n - old)
@@ -420,19 +481,23 @@ func (s *Sema) SetCapacity(n int64) {
 		for w := s.head; w != nil; {
 			next := w.next
 			if w.n > n {
-				woken = s.fail(w, fmt.Errorf("%w: %d permits requested, capacity shrank to %d", ErrInvalidWeight, w.n, n), woken)
+				woken = s.fail(w, &WeightError{N: w.n, Capacity: n, Shrunk: true}, woken)
 			}
 			w = next
 		}
 	}
 	woken = s.grantInto(woken)
 	s.mu.Unlock()
-	signal(woken)
+	signal(woken, false)
+	if s.draining.Load() {
+		s.checkDrained()
+	}
 }
 
 // Close fails every queued request with err, and from then on every request that would have to
 // queue fails with err at once (requests that find free permits still take them). It returns how
-// many queued requests it failed. err must not be nil; a later Close changes nothing.
+// many queued requests it failed. err must not be nil; a later Close changes nothing. From Close
+// on, [Sema.Drained] tells when every permit is back.
 func (s *Sema) Close(err error) int {
 	if err == nil {
 		panic("semaphore: Close with a nil error")
@@ -443,6 +508,7 @@ func (s *Sema) Close(err error) int {
 		return 0
 	}
 	s.closed = err
+	s.drained = make(chan struct{})
 	var woken *Waiter
 	count := 0
 	for w := s.head; w != nil; w = s.head {
@@ -450,8 +516,34 @@ func (s *Sema) Close(err error) int {
 		count++
 	}
 	s.mu.Unlock()
-	signal(woken)
+	// Every release from now on looks; this look covers the permits that came back before.
+	// A release whose look ran before the flag was set added its permits before it: seen here.
+	s.draining.Store(true)
+	signal(woken, false)
+	s.checkDrained()
 	return count
+}
+
+// Drained returns a channel that is closed once, after Close, every permit is back
+// (Available() >= Capacity()), however it came back: a Release, a grant that a cancelled wait
+// handed back, a shrink. Before Close it returns nil.
+func (s *Sema) Drained() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.drained
+}
+
+// checkDrained closes drained if every permit is back.
+func (s *Sema) checkDrained() {
+	if s.Available() < s.capacity.Load() {
+		return
+	}
+	s.mu.Lock()
+	if !s.isDrained && s.Available() >= s.capacity.Load() {
+		s.isDrained = true
+		close(s.drained)
+	}
+	s.mu.Unlock()
 }
 
 // enqueue appends w. When w is the first in the queue it also serves the queue: a Release that
@@ -530,8 +622,9 @@ func (s *Sema) grantInto(woken *Waiter) *Waiter {
 }
 
 // signal tells each served waiter, outside the lock. The list is in reverse order of service;
-// reverse it so waiters learn in queue order.
-func signal(woken *Waiter) {
+// reverse it so waiters learn in queue order. With take, the first granted waiter that holds a
+// place for an owner is taken instead: its owner is returned, and a blocking one is told so.
+func signal(woken *Waiter, take bool) (owner any) {
 	var ordered *Waiter
 	for woken != nil {
 		next := woken.next
@@ -541,24 +634,45 @@ func signal(woken *Waiter) {
 	for w := ordered; w != nil; {
 		next := w.next // w may be recycled the moment it is signalled
 		w.next = nil
-		if w.fn != nil {
+		if take && w.err == nil && w.owner != nil {
+			owner, take = w.owner, false
+			w.taken = true
+			if w.fn == nil {
+				w.ready <- struct{}{} // AcquireFor returns, taken
+			}
+		} else if w.fn != nil {
 			w.fn(w.err)
 		} else {
 			w.ready <- struct{}{}
 		}
 		w = next
 	}
+	return owner
 }
 
-// node returns a blocking waiter from the cache or a new one.
+// node returns a blocking waiter from the free list or a new one. s.mu is held.
 func (s *Sema) node() *Waiter {
-	if w, ok := s.free.Get().(*Waiter); ok {
+	if w := s.free; w != nil {
+		s.free, w.next = w.next, nil
+		s.nfree--
 		return w
 	}
 	return &Waiter{ready: make(chan struct{}, 1)}
 }
 
+// pushFree puts a blocking waiter its acquirer is done with on the free list. s.mu is held.
+func (s *Sema) pushFree(w *Waiter) {
+	if s.nfree == maxFree {
+		return // left to the garbage collector
+	}
+	w.err, w.owner, w.taken = nil, nil, false
+	w.next, s.free = s.free, w
+	s.nfree++
+}
+
+// recycle gives back a blocking waiter whose wait is over.
 func (s *Sema) recycle(w *Waiter) {
-	w.err = nil
-	s.free.Put(w)
+	s.mu.Lock()
+	s.pushFree(w)
+	s.mu.Unlock()
 }

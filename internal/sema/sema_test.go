@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
@@ -34,7 +35,9 @@ func TestAcquireFuncImmediate(t *testing.T) {
 	assert.True(t, acquired)
 	assert.Equal(t, int64(0), s.Available())
 	acquired, err = s.AcquireFunc(&w, 3, func(error) { t.Fatal("fn must not run") })
-	require.ErrorIs(t, err, sema.ErrInvalidWeight)
+	var we *sema.WeightError
+	require.ErrorAs(t, err, &we)
+	assert.Equal(t, sema.WeightError{N: 3, Capacity: 2}, *we)
 	assert.False(t, acquired)
 	assert.Equal(t, 0, s.Waiting())
 	s.Release(2)
@@ -111,7 +114,7 @@ func TestShrinkFailsAsyncWaiter(t *testing.T) {
 	_, _ = s.AcquireFunc(&w, 3, record(&log, "w"))
 	s.SetCapacity(2)
 	require.Len(t, log, 1)
-	assert.Contains(t, log[0], "semaphore: invalid weight")
+	assert.Equal(t, "w:3 permits requested, capacity shrank to 2", log[0])
 	assert.False(t, s.Cancel(&w))
 	s.Release(3)
 	assert.Equal(t, int64(2), s.Available())
@@ -147,5 +150,138 @@ func TestClose(t *testing.T) {
 		require.NoError(t, s.Acquire(context.Background(), 1))
 		s.Release(1)
 		assert.Panics(t, func() { s.Close(nil) })
+	})
+}
+
+// ReleaseAndTake hands the first waiter with an owner to the releasing goroutine: the taker holds
+// its permits and runs its owner; a callback waiter's fn is not called, and a blocking one's
+// AcquireFor reports taken.
+func TestReleaseAndTake(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := sema.New(1, true)
+		require.True(t, s.TryAcquire(1))
+		var log []string
+		var plain, owned sema.Waiter
+		_, _ = s.AcquireFunc(&plain, 1, record(&log, "plain"))
+		_, _ = s.AcquireFuncFor(&owned, 1, "owned task", record(&log, "owned"))
+		blocked := make(chan bool, 1)
+		go func() {
+			taken, err := s.AcquireFor(context.Background(), 1, "blocked task")
+			assert.NoError(t, err)
+			blocked <- taken
+		}()
+		synctest.Wait()
+		assert.Equal(t, 3, s.Waiting())
+
+		assert.Nil(t, s.ReleaseAndTake(1), "plain has no owner: signalled as usual")
+		assert.Equal(t, []string{"plain"}, log)
+		assert.Equal(t, "owned task", s.ReleaseAndTake(1), "taken: its fn is not called")
+		assert.Equal(t, []string{"plain"}, log)
+		assert.False(t, s.Cancel(&owned), "a taken waiter is off the queue")
+		assert.Equal(t, "blocked task", s.ReleaseAndTake(1))
+		assert.True(t, <-blocked, "AcquireFor reports taken")
+		assert.Nil(t, s.ReleaseAndTake(1), "nobody waits")
+		assert.Equal(t, int64(1), s.Available())
+		assert.Equal(t, 0, s.Waiting())
+	})
+}
+
+// Release (without take) signals owned waiters as usual.
+func TestReleaseSignalsOwnedWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := sema.New(1, true)
+		require.True(t, s.TryAcquire(1))
+		blocked := make(chan bool, 1)
+		go func() {
+			taken, err := s.AcquireFor(context.Background(), 1, "task")
+			assert.NoError(t, err)
+			blocked <- taken
+		}()
+		synctest.Wait()
+		s.Release(1)
+		assert.False(t, <-blocked, "granted, not taken: the acquirer runs its task itself")
+		s.Release(1)
+	})
+}
+
+// An AcquireFor whose ctx ends just as it is taken reports taken: the taker runs its owner. Run
+// many times with the release and the cancel at once: whichever wins, the permit is held exactly
+// once — by the taker (taken), by the acquirer (granted), or by nobody (cancelled).
+func TestAcquireForCancelRacingTake(t *testing.T) {
+	s := sema.New(1, true)
+	for range 3000 {
+		require.True(t, s.TryAcquire(1))
+		ctx, cancel := context.WithCancel(context.Background())
+		type result struct {
+			taken bool
+			err   error
+		}
+		res := make(chan result, 1)
+		go func() {
+			taken, err := s.AcquireFor(ctx, 1, "task")
+			res <- result{taken, err}
+		}()
+		for s.Waiting() == 0 && len(res) == 0 {
+			time.Sleep(time.Microsecond)
+		}
+		start := make(chan struct{})
+		owners := make(chan any, 1)
+		go func() { <-start; owners <- s.ReleaseAndTake(1) }()
+		go func() { <-start; cancel() }()
+		close(start)
+		r, owner := <-res, <-owners
+		switch {
+		case r.taken:
+			require.NoError(t, r.err)
+			require.Equal(t, "task", owner, "the taker got the task")
+			s.Release(1) // the taker's
+		case r.err == nil:
+			require.Nil(t, owner)
+			s.Release(1) // the acquirer's
+		default:
+			require.ErrorIs(t, r.err, context.Canceled)
+			require.Nil(t, owner)
+		}
+		require.Equal(t, int64(1), s.Available())
+		require.Equal(t, 0, s.Waiting())
+	}
+}
+
+func TestZeroSemaIsNotReady(t *testing.T) {
+	var s sema.Sema
+	assert.False(t, s.Ready())
+	assert.True(t, sema.New(0, true).Ready())
+}
+
+// Drained is closed once, after Close, every permit is back, however it came back — here also
+// through a grant that a cancelled wait handed back inside the semaphore.
+func TestDrained(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := sema.New(2, true)
+		assert.Nil(t, s.Drained(), "nil before Close")
+		require.True(t, s.TryAcquire(2))
+		ctx, cancel := context.WithCancel(context.Background())
+		res := make(chan error, 1)
+		go func() { res <- s.Acquire(ctx, 1) }()
+		synctest.Wait()
+		s.Close(errors.New("closed"))
+		require.Error(t, <-res)
+		cancel()
+		drained := s.Drained()
+		s.Release(1)
+		synctest.Wait()
+		select {
+		case <-drained:
+			t.Fatal("drained with a permit still held")
+		default:
+		}
+		s.Release(1)
+		<-drained
+		assert.Equal(t, drained, s.Drained())
+	})
+	t.Run("already free at Close", func(t *testing.T) {
+		s := sema.New(1, true)
+		s.Close(errors.New("closed"))
+		<-s.Drained()
 	})
 }
