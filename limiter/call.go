@@ -8,11 +8,49 @@ import (
 	"time"
 )
 
+// Do runs fn with a slot of the limiter and returns fn's error as is.
+//
+// Do first waits for a slot, in one FIFO queue with every other waiting Do, [Call] and [Submit].
+// It waits until a slot frees, or until ctx ends (it returns ctx's error and fn never runs), or
+// for as long as [WithAcquireTimeout] allows, and it does not wait at all beyond the bound of
+// [WithMaxWaiting]; when it gets no slot it returns an error matching [ErrRejected]. A ctx that is
+// already done never gets a slot. After [Limiter.Shutdown] began, Do returns [ErrClosed].
+//
+// fn gets ctx, or with [WithTaskTimeout] a context derived from ctx that is also cancelled when
+// the task times out, so it carries ctx's values and cancellation. Without a task timeout, fn
+// runs on the caller's goroutine and Do returns when fn does. With one, fn runs on a goroutine
+// of its own and Do returns when fn does, when the timeout fires ([ErrTaskTimeout]) or when ctx
+// ends (ctx's error), whichever is first; a task that is still running keeps its slot until fn
+// returns. With a task timeout Do may thus return while fn still runs: fn's effects are then not
+// ordered before Do's return. Otherwise everything fn did happens-before Do returns.
+//
+// A panic in fn is recovered: Do returns a [*PanicError] and the slot is released. If fn calls
+// runtime.Goexit on the caller's goroutine, the goroutine ends as it would without the limiter,
+// after the slot is released (the call is counted Failed); on a goroutine of its own Do returns
+// [ErrGoexit].
+//
+// Calling Do from a task of the same limiter needs a second slot: with every slot taken it waits
+// like any other caller, so give such a limiter an acquire timeout. It panics if ctx or fn is
+// nil.
+func (l *Limiter) Do(ctx context.Context, fn func(context.Context) error) error {
+	l.check(ctx, "Do")
+	if fn == nil {
+		panic("limiter: Do: nil function")
+	}
+	// Two literals, not one shared: the one callHere gets does not escape and costs nothing.
+	if l.cfg.taskTimeout > 0 {
+		_, err := callTimed(ctx, l, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+		return err
+	}
+	_, err := callHere(ctx, l, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) })
+	return err
+}
+
 // Call runs fn with a slot of l and returns what fn returned, as is. It waits for a slot, runs
 // fn and handles its timeout, panics and Goexit exactly as [Limiter.Do] does; when fn does not
 // run or its call ends first (rejection, ctx's end, task timeout) the value is T's zero value.
 // With a task timeout Call may return while fn still runs; otherwise everything fn did
-// happens-before Call returns.
+// happens-before Call returns. It panics if ctx or fn is nil.
 func Call[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) (v T, err error) {
 	l.check(ctx, "Call")
 	if fn == nil {
@@ -27,20 +65,15 @@ func Call[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, e
 // callHere runs fn on the caller's goroutine, for a limiter without a task timeout: the fast path
 // of Do and Call, written for speed (no call but the semaphore's and fn on the way in).
 func callHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) (v T, err error) {
-	var t0, t1 time.Time
-	if l.cfg.logger != nil {
-		t0 = time.Now()
-	}
-	count := l.count.pick() // one shard for the call: its two adds hit one cache line
-	count.submitted.Add(1)
+	t0 := l.begin()
 	if ctx.Done() != nil || !l.slots.TryAcquire(1) {
 		if err := l.enter(ctx, t0); err != nil {
 			return v, err
 		}
 	} else if l.closed.Load() {
-		l.release()
-		return v, l.reject(ctx, ErrClosed, t0)
+		return v, l.admitted(ctx, t0)
 	}
+	var t1 time.Time
 	if l.cfg.logger != nil {
 		t1 = time.Now()
 	}
@@ -53,12 +86,22 @@ func callHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (
 	v, err = fn(ctx)
 	normal = true
 	l.release()
-	if err == nil {
-		count.completed.Add(1)
-		return v, nil
-	}
-	count.add(failure(ctx, false))
+	l.end(ctx, ran(ctx, err, false), err, t0, t1)
 	return v, err
+}
+
+// abortHere ends a call whose fn, running on the caller's goroutine, panicked (r != nil) or
+// called runtime.Goexit (r == nil; the goroutine goes on ending after us).
+func (l *Limiter) abortHere(ctx context.Context, r any, t0, t1 time.Time) error {
+	l.release()
+	if r == nil {
+		l.end(ctx, outFailed, ErrGoexit, t0, t1)
+		return ErrGoexit
+	}
+	pe := &PanicError{Value: r, Stack: debug.Stack()}
+	l.recordPanic(ctx, pe, t0, t1)
+	l.end(ctx, ran(ctx, pe, false), pe, t0, t1)
+	return pe
 }
 
 // The states of a timedCall; the caller and the task's goroutine race to move it out of
@@ -83,8 +126,8 @@ type timedCall[T any] struct {
 	t0, t1 time.Time // call and task start, with a logger
 
 	// exiting is held by the task's goroutine from the moment fn has returned until its slot is
-	// back and its records are written. A caller that finds the call timedFinished locks it once,
-	// so that it returns only after both (the timeout may have woken it before exit began).
+	// back and its records are written. A caller that finds the call timedFinished takes it
+	// once, so that it returns only after both (the timeout may have woken it before exit began).
 	exiting  sync.Mutex
 	timedOut bool // set by exit before timedFinished: the call's result is ErrTaskTimeout
 }
@@ -93,10 +136,7 @@ type timedCall[T any] struct {
 func callTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	c := &timedCall[T]{l: l, fn: fn}
-	if l.cfg.logger != nil {
-		c.t0 = time.Now()
-	}
-	l.count.pick().submitted.Add(1)
+	c.t0 = l.begin()
 	if err := l.enter(ctx, c.t0); err != nil {
 		return zero, err
 	}
@@ -112,13 +152,13 @@ func callTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 	if c.state.Load() == timedRunning {
 		l.overrunning.Add(1) // before the task's goroutine can see it abandoned and take it back
 		if c.state.CompareAndSwap(timedRunning, timedAbandoned) {
-			// fn runs on with its slot; its goroutine writes the timeout's record once the slot
-			// is back (see exit).
+			// fn runs on with its slot: the call is counted now, and its record is written by
+			// the task's goroutine once the slot is back (see exit).
 			if context.Cause(c.ctx) == ErrTaskTimeout {
-				l.count.pick().timedOut.Add(1)
+				l.tally(outTimedOut)
 				return zero, ErrTaskTimeout
 			}
-			l.count.pick().cancelled.Add(1)
+			l.tally(outCancelled)
 			return zero, ctxErr(ctx)
 		}
 		l.overrunning.Add(-1)
@@ -131,13 +171,10 @@ func callTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 	case timedOut:
 		// fn returned after its time was up, most likely because it was up: the timeout
 		// stands, whatever fn returned.
-		l.count.pick().timedOut.Add(1)
+		l.end(ctx, outTimedOut, ErrTaskTimeout, c.t0, c.t1)
 		return zero, ErrTaskTimeout
-	case err == nil:
-		l.count.pick().completed.Add(1)
-		return val, nil
 	default:
-		l.count.pick().add(failure(ctx, false))
+		l.end(ctx, ran(ctx, err, false), err, c.t0, c.t1)
 		return val, err
 	}
 }
@@ -162,10 +199,9 @@ func (c *timedCall[T]) abort(r any) {
 		return
 	}
 	c.err = &PanicError{Value: r, Stack: debug.Stack()}
-	c.l.count.pick().panicked.Add(1)
 }
 
-// exit gives the slot back, then writes the call's records — so that a log handler calling back
+// exit gives the slot back, then writes the task's records — so that a log handler calling back
 // into the limiter finds the slot free — and, if the caller still waits, hands it the result.
 func (c *timedCall[T]) exit() {
 	l := c.l
@@ -179,11 +215,11 @@ func (c *timedCall[T]) exit() {
 		l.overrunning.Add(-1)
 	}
 	l.release()
-	if !finished && context.Cause(c.ctx) == ErrTaskTimeout || c.timedOut {
-		l.logTimeout(c.ctx, c.t0, c.t1) // the call's outcome
+	if !finished && context.Cause(c.ctx) == ErrTaskTimeout {
+		l.recordTimeout(c.ctx, c.t0, c.t1) // the call's, tallied when the caller left
 	}
 	if pe, ok := c.err.(*PanicError); ok && c.broken {
-		l.logPanic(c.ctx, pe, c.t0, c.t1)
+		l.recordPanic(c.ctx, pe, c.t0, c.t1)
 	}
 	c.exiting.Unlock()
 	c.cancel() // wakes the caller, now that the slot is back

@@ -16,8 +16,7 @@ import (
 	"github.com/goloom/loom/limiter"
 )
 
-// IgnoreCurrent: importing ants (a benchmark peer) starts its default pool's goroutines.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) } // checks after all tests, so t.Parallel is fine
 
 // goid returns the current goroutine's id, to tell where a task ran.
 func goid() string {

@@ -1,0 +1,360 @@
+package limiter
+
+import (
+	"context"
+	"runtime/debug"
+	"time"
+)
+
+// The life of a submitted task. A Future's phase moves only forward, under Future.mu:
+//
+//	phase     meaning                                   left by                       to
+//	--------  ----------------------------------------  ----------------------------  -------
+//	queued    waiting for a slot in the FIFO queue, or  runTask starts fn             running
+//	          granted one and about to start            leaves the queue (Cancel, ctx,  exited
+//	                                                    acquire timeout, Shutdown) or
+//	                                                    refused at the start
+//	running   fn runs on a task goroutine, with a slot  fn returns (exit)             exited
+//	exited    fn has returned, or will never run        -                             -
+//
+// Orthogonal to the phase, the Future completes once (completed: val and err final, the call
+// counted), then publishes (published: Done closed, after the records are written):
+//
+//   - queued: completed when it leaves the queue or is refused; it never runs.
+//   - running: completed by fn's return (exit), or earlier by Cancel, the ctx's end or the task
+//     timeout — the task then overruns: it keeps its slot until fn returns, counted in
+//     Overrunning, and exit completes nothing.
+//
+// Records (rejection, timeout, panic) are written only once the task holds no slot: at once for
+// a task that never ran, in exit for one that did — so that a log handler may call back into the
+// limiter.
+
+// The phases of a Future's task, guarded by Future.mu.
+const (
+	phaseQueued  uint8 = iota // waiting for a slot, or granted one and about to start
+	phaseRunning              // fn runs on the task's goroutine
+	phaseExited               // fn has returned, or will never run
+)
+
+// A runner is a granted task, ready to run on a goroutine of the limiter's own.
+type runner interface {
+	runTask() (next runner)
+}
+
+// runTasks is the body of the limiter's task goroutines: it runs r, then whatever task it is
+// handed next.
+func runTasks(r runner) {
+	for r != nil {
+		r = r.runTask()
+	}
+}
+
+// releaseAndTake gives the caller's slot back and returns the queued task the slot went to, if
+// any, for the caller — a task goroutine whose task has returned — to run next: a goroutine start
+// saved per task while the queue is long.
+func (l *Limiter) releaseAndTake() runner {
+	owner := l.slots.ReleaseAndTake(1)
+	if owner == nil {
+		return nil
+	}
+	l.waiting.Add(-1) // what granted would have done
+	return owner.(runner)
+}
+
+// granted is the queue's callback, for a slot that no task goroutine took over (see
+// releaseAndTake): the slot is ours (err == nil), or Shutdown failed the queue. It runs on the
+// goroutine that released the slot, so it only hands the task on, to a goroutine of its own.
+func (f *Future[T]) granted(err error) {
+	f.l.waiting.Add(-1)
+	if err == nil {
+		go runTasks(f)
+		return
+	}
+	f.mu.Lock()
+	e := f.endQueuedLocked(ErrClosed, outRejected)
+	f.mu.Unlock()
+	f.publish(e)
+}
+
+// onAcquireTimeout runs when the acquire timeout fires while the task is queued.
+func (f *Future[T]) onAcquireTimeout() {
+	f.mu.Lock()
+	if f.completed || f.phase != phaseQueued {
+		f.mu.Unlock()
+		return
+	}
+	e, left := f.leaveQueueLocked(ErrAcquireTimeout, outRejected)
+	f.mu.Unlock()
+	if !left {
+		return // granted just in time: then it runs
+	}
+	f.publish(e)
+}
+
+// onCtxDone runs when Submit's ctx ends while the task is queued or running without a task
+// timeout.
+func (f *Future[T]) onCtxDone() { f.onDone(false) }
+
+// onDone is onCtxDone, and also runs when the task's context ends while it runs under a task
+// timeout; timedOut tells whether the timeout ended it.
+func (f *Future[T]) onDone(timedOut bool) {
+	f.mu.Lock()
+	if f.completed {
+		f.mu.Unlock()
+		return
+	}
+	var e ending
+	switch f.phase {
+	case phaseQueued:
+		var left bool
+		if e, left = f.leaveQueueLocked(ctxErr(f.ctx), outCancelled); !left {
+			f.mu.Unlock() // granted just now: runTask sees ctx's end before it starts fn
+			return
+		}
+	case phaseRunning:
+		if timedOut {
+			e = f.overrunLocked(ErrTaskTimeout, outTimedOut)
+		} else {
+			e = f.overrunLocked(ctxErr(f.ctx), outCancelled)
+		}
+	default:
+		f.mu.Unlock()
+		return
+	}
+	f.mu.Unlock()
+	f.publish(e)
+}
+
+// runTask runs the task, which holds a slot, on a goroutine of the limiter's own. It returns a
+// task handed to this goroutine to run next, if any.
+func (f *Future[T]) runTask() (next runner) {
+	l := f.l
+	f.mu.Lock()
+	if f.timer != nil {
+		f.timer.Stop()
+		f.timer = nil
+	}
+	var refuse error
+	o := outCancelled
+	switch {
+	case f.cancelled:
+		refuse = context.Canceled
+	case f.ctx.Err() != nil:
+		refuse = ctxErr(f.ctx)
+	case l.closed.Load():
+		refuse, o = ErrClosed, outRejected
+	}
+	if refuse != nil {
+		// The slot came too late to be of use.
+		e := f.endQueuedLocked(refuse, o)
+		f.mu.Unlock()
+		next = l.releaseAndTake()
+		f.publish(e)
+		return next
+	}
+	if l.cfg.logger != nil {
+		f.wait = time.Since(l.epoch) - f.born
+	}
+	var tctx context.Context
+	if d := l.cfg.taskTimeout; d > 0 {
+		timed, cancel := context.WithTimeoutCause(f.ctx, d, ErrTaskTimeout)
+		if f.stop != nil {
+			f.stop()
+		}
+		f.stop = context.AfterFunc(timed, func() { f.onDone(context.Cause(timed) == ErrTaskTimeout) })
+		tctx, f.cancel = timed, cancel
+	} else {
+		tctx, f.cancel = context.WithCancel(f.ctx)
+		if f.stop == nil && f.ctx.Done() != nil {
+			f.stop = context.AfterFunc(f.ctx, f.onCtxDone)
+		}
+	}
+	f.phase = phaseRunning
+	f.mu.Unlock()
+
+	normal := false
+	defer func() {
+		if !normal {
+			next = f.abort(tctx, recover())
+		}
+	}()
+	v, err := f.fn(tctx)
+	normal = true
+	return f.exit(tctx, v, err, nil, returned)
+}
+
+// abort ends a task whose fn panicked (r != nil) or called runtime.Goexit (r == nil).
+func (f *Future[T]) abort(tctx context.Context, r any) runner {
+	var zero T
+	if r == nil {
+		return f.exit(tctx, zero, ErrGoexit, nil, goexited)
+	}
+	pe := &PanicError{Value: r, Stack: debug.Stack()}
+	return f.exit(tctx, zero, pe, pe, panicked)
+}
+
+// How fn ended, for exit.
+const (
+	returned = iota
+	panicked // recovered: the goroutine may run another task
+	goexited // the goroutine is ending: it cannot take another task
+)
+
+// exit ends a task whose fn has ended, as how says (pe: the panic): it completes the Future
+// unless that happened already (the task overran), gives the slot back, then writes the task's
+// records and publishes. Unless the goroutine is ending, it may be handed the next task, which
+// exit returns.
+func (f *Future[T]) exit(tctx context.Context, v T, err error, pe *PanicError, how int) (next runner) {
+	l := f.l
+	broken := how != returned
+	f.mu.Lock()
+	f.phase = phaseExited
+	stop := f.stop
+	f.stop = nil
+	overran := f.completed
+	var e ending
+	if !overran {
+		switch {
+		case !broken && context.Cause(tctx) == ErrTaskTimeout:
+			// fn returned after its time was up (the watcher had not settled the Future yet):
+			// the timeout stands, whatever fn returned.
+			var zero T
+			e = f.endLocked(zero, ErrTaskTimeout, outTimedOut)
+		default:
+			e = f.endLocked(v, err, ran(f.ctx, err, f.cancelled))
+		}
+	}
+	f.mu.Unlock()
+	// Stop the watcher before cancelling tctx, so that it does not take our own cancel for news.
+	if stop != nil {
+		stop()
+	}
+	if l.cfg.taskTimeout > 0 || f.ctx.Done() != nil {
+		// Stop the timer, or leave the parent's list of children. A tctx with neither is
+		// garbage once fn is done; cancelling it would only cost time (Submit's throughput).
+		f.cancel()
+	}
+	if overran {
+		l.overrunning.Add(-1)
+	}
+	if how == goexited {
+		l.release()
+	} else {
+		next = l.releaseAndTake()
+	}
+	// The slot is free: the records about the call may be written now.
+	if !overran {
+		e.pe = pe
+		f.publish(e)
+		return next
+	}
+	if f.err == ErrTaskTimeout {
+		f.recordTimeout() // the Future completed at the timeout; its record waited for the slot
+	}
+	if pe != nil {
+		f.recordPanic(pe)
+	}
+	return next
+}
+
+// An ending is what is left to do, outside f.mu, once a Future's result is settled.
+type ending struct {
+	o      outcome
+	record bool        // write the call's record now (false: its task still holds the slot)
+	pe     *PanicError // a panic to record first
+	stop   func() bool // the ctx watcher, if nothing else will stop it
+	timer  *time.Timer // the acquire timeout, likewise
+}
+
+// endLocked settles the Future's result as o. f.mu is held.
+func (f *Future[T]) endLocked(v T, err error, o outcome) ending {
+	f.val, f.err = v, err
+	f.completed = true
+	return ending{o: o, record: true}
+}
+
+// leaveQueueLocked takes a queued task off the queue and settles it with err, counted as o. It
+// reports false, settling nothing, when the slot was granted meanwhile: the task's goroutine then
+// sees why it must not run. f.mu is held.
+func (f *Future[T]) leaveQueueLocked(err error, o outcome) (ending, bool) {
+	if !f.l.slots.Cancel(&f.w) {
+		return ending{}, false
+	}
+	f.l.waiting.Add(-1)
+	return f.endQueuedLocked(err, o), true
+}
+
+// endQueuedLocked settles the result of a task that will never run. f.mu is held.
+func (f *Future[T]) endQueuedLocked(err error, o outcome) ending {
+	var zero T
+	f.phase = phaseExited
+	e := f.endLocked(zero, err, o)
+	e.stop, e.timer = f.stop, f.timer
+	f.stop, f.timer = nil, nil
+	return e
+}
+
+// overrunLocked settles the result of a task whose fn runs on, keeping its slot: it is counted
+// now, and its record is written by exit once the slot is back. f.mu is held.
+func (f *Future[T]) overrunLocked(err error, o outcome) ending {
+	var zero T
+	f.l.overrunning.Add(1) // under f.mu, so before exit can take it back
+	e := f.endLocked(zero, err, o)
+	e.record = false
+	return e
+}
+
+// endUnqueued completes the Future of a task that never queued.
+func (f *Future[T]) endUnqueued(err error, o outcome) {
+	f.mu.Lock()
+	e := f.endQueuedLocked(err, o)
+	f.mu.Unlock()
+	f.publish(e)
+}
+
+// publish does what is left once the result is settled: stop what waited for the slot, count
+// the call (and write its records, if its slot is free), and complete the Future last, so that
+// Wait returns after both.
+func (f *Future[T]) publish(e ending) {
+	if e.stop != nil {
+		e.stop()
+	}
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	if e.pe != nil {
+		f.recordPanic(e.pe)
+	}
+	if e.record {
+		t0, t1 := f.times()
+		f.l.end(f.ctx, e.o, f.err, t0, t1)
+	} else {
+		f.l.tally(e.o)
+	}
+	f.mu.Lock()
+	f.published.Store(true)
+	done := f.done
+	f.mu.Unlock()
+	if done != nil {
+		close(done)
+	}
+}
+
+// times returns when the call began and when its task started (zero times without a logger).
+func (f *Future[T]) times() (t0, t1 time.Time) {
+	if f.l.cfg.logger == nil {
+		return
+	}
+	t0 = f.l.epoch.Add(f.born)
+	return t0, t0.Add(f.wait)
+}
+
+func (f *Future[T]) recordTimeout() {
+	t0, t1 := f.times()
+	f.l.recordTimeout(f.ctx, t0, t1)
+}
+
+func (f *Future[T]) recordPanic(pe *PanicError) {
+	t0, t1 := f.times()
+	f.l.recordPanic(f.ctx, pe, t0, t1)
+}
