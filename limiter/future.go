@@ -19,7 +19,7 @@ type Future[T any] struct {
 
 	published atomic.Bool // val and err are final, and done (if made) is closed
 
-	mu        sync.Mutex // guards what follows; see task.go for the life it follows
+	mu        sync.Mutex         // guards what follows; see task.go for the life it follows
 	done      chan struct{}      // made by the first Done before completion
 	phase     uint8              // phaseQueued, phaseRunning, phaseExited
 	completed bool               // val and err are final; published soon

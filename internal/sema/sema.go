@@ -97,8 +97,8 @@ type Sema struct {
 	closed     error         // set by Close: every request that would queue fails with it
 	drained    chan struct{} // made by Close; closed once every permit is back
 	isDrained  bool          // drained is closed
-	free       *Waiter // recycled blocking waiters, linked through next
-	nfree      int     // length of free, at most maxFree
+	free       *Waiter       // recycled blocking waiters, linked through next
+	nfree      int           // length of free, at most maxFree
 }
 
 // maxFree bounds the recycled nodes a semaphore keeps: enough for every waiter of a busy
