@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -348,4 +350,77 @@ func ExampleErrGoexit() {
 	})
 	fmt.Println(errors.Is(s.Join(), scope.ErrGoexit))
 	// Output: true
+}
+
+// TryGo hands work to a limited scope only when a slot is free, and lets the caller do something
+// else — here, shed the request — instead of waiting.
+func ExampleScope_TryGo() {
+	s := scope.Open(context.Background(), scope.WithLimit(1))
+	defer s.Close()
+	release := make(chan struct{})
+	s.Go(func(context.Context) error { <-release; return nil }) // takes the only slot
+	fmt.Println("second accepted:", s.TryGo(func(context.Context) error { return nil }))
+	close(release)
+	fmt.Println(s.Join())
+	// Output:
+	// second accepted: false
+	// <nil>
+}
+
+func ExampleTryFork() {
+	s := scope.Open(context.Background(), scope.WithLimit(2))
+	defer s.Close()
+	st, ok := scope.TryFork(s, func(context.Context) (string, error) { return "fits", nil })
+	fmt.Println(ok, s.Join(), st.Get())
+	// Output: true <nil> fits
+}
+
+// hedged collects the replies of a fan-out and, when the scope's deadline fires, returns what it
+// has instead of failing: a Joiner with OnTimeout.
+type hedged struct {
+	mu      sync.Mutex
+	replies []string
+}
+
+func (h *hedged) OnFork(scope.Task) error { return nil }
+
+func (h *hedged) OnComplete(t scope.Task) bool {
+	if t.State() == scope.Succeeded {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.replies = append(h.replies, t.Value().(string))
+	}
+	return false
+}
+
+func (h *hedged) Result() error { return nil }
+
+// OnTimeout is called instead of failing with scope.ErrTimeout when the deadline ends the scope.
+func (h *hedged) OnTimeout() error {
+	if len(h.replies) == 0 {
+		return scope.ErrTimeout
+	}
+	return nil // the replies that came in time are enough
+}
+
+// A fan-out to three replicas with a deadline: the two that answer in time are used, the slow one
+// is cancelled, and Join does not fail. (Joiner.OnTimeout, as JDK 26 has it.)
+func ExampleJoiner_onTimeout() {
+	h := &hedged{}
+	s := scope.Open(context.Background(), scope.WithJoiner(h), scope.WithTimeout(50*time.Millisecond))
+	defer s.Close()
+	for _, d := range []time.Duration{time.Millisecond, 2 * time.Millisecond, time.Hour} {
+		scope.Fork(s, func(ctx context.Context) (string, error) {
+			select {
+			case <-time.After(d):
+				return "reply after " + d.String(), nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		})
+	}
+	err := s.Join()
+	slices.Sort(h.replies)
+	fmt.Println(err, h.replies)
+	// Output: <nil> [reply after 1ms reply after 2ms]
 }

@@ -16,10 +16,12 @@ func All[T any](ctx context.Context, fns ...func(context.Context) (T, error)) ([
 			panic("scope: All: nil function")
 		}
 	}
-	return Map(ctx, fns, call[T])
+	return Map(ctx, fns, invoke[T])
 }
 
-func call[T any](ctx context.Context, fn func(context.Context) (T, error)) (T, error) { return fn(ctx) }
+func invoke[T any](ctx context.Context, fn func(context.Context) (T, error)) (T, error) {
+	return fn(ctx)
+}
 
 // Race runs every function in its own subtask of a [FirstSuccess] scope opened on ctx and returns
 // the first success, cancelling the rest. If none succeeds it returns errors.Join of the failures;
@@ -35,7 +37,7 @@ func Race[T any](ctx context.Context, fns ...func(context.Context) (T, error)) (
 		var zero T
 		return zero, err
 	}
-	return s.rec.winner.(*Subtask[T]).val, nil
+	return s.rec.winner.(*Subtask[T]).val, nil // FirstSuccess's decide kept the first success
 }
 
 // Map calls fn for every element of in, each call a subtask of a scope opened on ctx with opts, and
@@ -51,7 +53,8 @@ func Race[T any](ctx context.Context, fns ...func(context.Context) (T, error)) (
 //
 // Except with a custom [Joiner], Map runs its calls on a set of worker goroutines — n of them with
 // WithLimit(n), one per element without — instead of one goroutine per element; each call is
-// still a subtask in every other respect (outcome, policy, cancellation, panics).
+// still a subtask in every other respect (outcome, policy, cancellation, panics): it ends through
+// the same step as a forked subtask.
 func Map[In, Out any](ctx context.Context, in []In, fn func(context.Context, In) (Out, error), opts ...Option) ([]Out, error) {
 	if fn == nil {
 		panic("scope: Map: nil function")
@@ -59,7 +62,7 @@ func Map[In, Out any](ctx context.Context, in []In, fn func(context.Context, In)
 	s := Open(ctx, opts...)
 	defer s.Close()
 	out := make([]Out, len(in))
-	if s.policy == policyCustom {
+	if _, ok := s.policy.(custom); ok {
 		// A Joiner sees every fork on the forking goroutine, in input order: fork one by one.
 		sts := make([]*Subtask[Out], len(in))
 		for i := range in {
@@ -76,10 +79,10 @@ func Map[In, Out any](ctx context.Context, in []In, fn func(context.Context, In)
 		return out, nil
 	}
 	workers := len(in)
-	if s.sem != nil && int(s.sem.Capacity()) < workers {
-		workers = int(s.sem.Capacity())
+	if s.slots != nil && int(s.slots.Capacity()) < workers {
+		workers = int(s.slots.Capacity())
 	}
-	m := &mapper[In, Out]{s: s, fn: fn, in: in, out: out}
+	m := &mapper[In, Out]{s: s, fn: fn, in: in, out: out, looks: s.policy.traits().looks}
 	m.wg.Add(workers)
 	for range workers {
 		go m.work()
@@ -91,20 +94,17 @@ func Map[In, Out any](ctx context.Context, in []In, fn func(context.Context, In)
 	return out, nil
 }
 
-// mapper runs Map's calls on worker goroutines. Each call goes through the same steps as a forked
-// subtask — cancelled scope: not run; completion classified with Scope.ended; failures and
-// successes to the policy; panics recovered — without a Subtask or a goroutine of its own. The
-// workers are the scope's goroutines: Map waits for them before Join.
+// mapper runs Map's calls on worker goroutines. Each call is a subtask without a Subtask or a
+// goroutine of its own: not run once the scope is cancelled, and ended through Scope.complete
+// like a forked subtask. The workers are the scope's goroutines: Map waits for them before Join.
 type mapper[In, Out any] struct {
-	s   *Scope
-	fn  func(context.Context, In) (Out, error)
-	in  []In
-	out []Out
-	wg  sync.WaitGroup
-	// Every worker bumps next for every element: keep it off the line with the fields they read.
-	_    [64]byte
-	next atomic.Int64
-	_    [56]byte
+	s     *Scope
+	fn    func(context.Context, In) (Out, error)
+	in    []In
+	out   []Out
+	looks bool // the policy looks at subtasks: each call is handed to it as one
+	wg    sync.WaitGroup
+	next  atomic.Int64 // the next element to take
 }
 
 func (m *mapper[In, Out]) work() {
@@ -122,18 +122,22 @@ func (m *mapper[In, Out]) work() {
 	normal = true
 }
 
-// run takes elements until none is left or the scope is cancelled. Each element goes through the
-// steps of a forked subtask: not run on a cancelled scope, classified on return, handed to the
-// policy. One deferred recover covers the whole loop; after a panic, run returns true to be called
-// again.
+// run takes elements until none is left or the scope is cancelled. One deferred function covers
+// the whole loop; after a panic, run returns true to be called again.
 func (m *mapper[In, Out]) run() (again bool) {
-	s, n, watch := m.s, int64(len(m.in)), m.s.policy >= policyFirstSuccess
-	i, completed := -1, false
+	s, n := m.s, int64(len(m.in))
+	returned := false
 	defer func() {
-		if !completed {
-			m.abort(i, recover())
-			again = true
+		if returned {
+			return
 		}
+		var zero Out
+		if r := recover(); r != nil {
+			s.complete(m.call(zero), nil, newPanicError(r))
+			again = true
+			return
+		}
+		s.complete(m.call(zero), ErrGoexit, nil) // the goroutine ends: work starts another
 	}()
 	fresh := true // no check of the scope since the last call returned
 	for {
@@ -144,51 +148,28 @@ func (m *mapper[In, Out]) run() (again bool) {
 		if fresh && s.ended() {
 			break // forked after cancellation: Cancelled, fn never runs
 		}
-		i = int(k)
+		i := int(k)
 		v, err := m.fn(s.ctx, m.in[i])
-		if s.ended() {
+		o := s.complete(m.call(v), err, nil)
+		if o.state == Cancelled {
 			break // completed after cancellation: discarded, and so is the rest
 		}
-		// That check also serves as the next element's fork check, unless the policy acts now.
-		fresh = false
-		switch {
-		case err != nil:
-			s.failed(m.task(Failed, v, err), err)
-			fresh = true
-		case watch:
-			m.out[i] = v
-			s.succeeded(m.task(Succeeded, v, nil))
-			fresh = true
-		default:
+		if o.state == Succeeded {
 			m.out[i] = v
 		}
+		// complete's look at the scope also serves as the next element's fork check, unless the
+		// policy may have acted on this completion.
+		fresh = o.state == Failed || s.hears
 	}
-	completed = true
+	returned = true
 	return false
 }
 
-// abort records how the call of element i ended: a panic (r != nil) or runtime.Goexit.
-func (m *mapper[In, Out]) abort(i int, r any) {
-	s := m.s
-	var zero Out
-	if r == nil {
-		if !s.ended() {
-			s.failed(m.task(Failed, zero, ErrGoexit), ErrGoexit)
-		}
-		return
-	}
-	pe := newPanicError(r)
-	s.panicked(m.task(Failed, zero, pe), pe)
-}
-
-// task materializes a call as a Task for the policies that look at it: CancelWhen's predicate.
-// FailFast, AwaitAll and FirstSuccess only need the error, so no allocation there.
-func (m *mapper[In, Out]) task(state State, v Out, err error) Task {
-	if m.s.policy != policyCancelWhen {
+// call makes a call of Map a Task for a policy that looks at subtasks (CancelWhen); complete
+// settles it. The others only need the error: no allocation for them.
+func (m *mapper[In, Out]) call(v Out) call {
+	if !m.looks {
 		return nil
 	}
-	if state == Succeeded {
-		return &Subtask[Out]{val: v, res: succeeded}
-	}
-	return &Subtask[Out]{res: &outcome{state: state, err: err}}
+	return &Subtask[Out]{val: v}
 }

@@ -2,8 +2,8 @@ package scope
 
 // A Joiner decides when a scope is done and what Join returns: the policy of a scope, Java's
 // StructuredTaskScope.Joiner. Install one with [WithJoiner]. The built-in policies ([FailFast],
-// [AwaitAll], [FirstSuccess], [CancelWhen]) keep these rules but are built into the scope rather
-// than called through this interface, so that a success costs them no lock and no call.
+// [AwaitAll], [FirstSuccess], [CancelWhen]) follow the same rules through the same internal
+// interface, without the calls a success does not need.
 //
 // OnFork runs on the forking goroutine for every Fork, before the subtask starts (its state is
 // then Running), also when the scope is already cancelled. When it returns an error the function
@@ -12,8 +12,7 @@ package scope
 //
 // OnComplete runs exactly once for each subtask that completes (Succeeded or Failed) before the
 // scope is cancelled, on that subtask's goroutine, so calls may be concurrent; it never runs for a
-// Cancelled subtask. Returning true cancels the scope. A panic in OnComplete is treated like a
-// subtask's panic.
+// Cancelled subtask. Returning true cancels the scope.
 //
 // A panic in any of the three methods is user code failing like a subtask: it becomes a
 // [*PanicError] and cancels the scope, Join re-panics with it (or, with [PanicsAsErrors], returns
@@ -25,6 +24,12 @@ package scope
 // context, timeout, Close before Join) while subtasks were running, nor when Join re-panics a
 // subtask's panic. Each subtask's return, and each OnComplete call, synchronizes before Result.
 //
+// A Joiner may also have the method OnTimeout() error (JDK 26's Joiner.onTimeout): then, when the
+// scope's [WithTimeout] deadline ends it before the Joiner decided, Join calls OnTimeout once,
+// after every subtask has returned, instead of returning [ErrTimeout], and returns what it
+// returns; subtasks that completed before the deadline keep their results, so OnTimeout can return
+// what it has. A panic in OnTimeout is a *PanicError like one in Result.
+//
 // A Joiner holds the state of one scope: give each scope a fresh one.
 type Joiner interface {
 	OnFork(t Task) error
@@ -32,26 +37,25 @@ type Joiner interface {
 	Result() error
 }
 
+// timeoutJoiner is the optional part of a Joiner; see [Joiner].
+type timeoutJoiner interface {
+	OnTimeout() error
+}
+
 // FailFast is the default policy: the first failure cancels the scope, and its error is both the
 // scope's context.Cause and what Join returns (siblings' cancellation errors never mask it). With
 // no failure Join returns nil.
-func FailFast() Option {
-	return func(c *config) { c.policy, c.pred, c.joiner = policyFailFast, nil, nil }
-}
+func FailFast() Option { return func(c *config) { c.policy = failFast{} } }
 
 // AwaitAll never cancels the scope on its own: every subtask runs to completion, and Join returns
 // errors.Join of every failure, in the order they completed, or nil if none failed.
-func AwaitAll() Option {
-	return func(c *config) { c.policy, c.pred, c.joiner = policyAwaitAll, nil, nil }
-}
+func AwaitAll() Option { return func(c *config) { c.policy = awaitAll{} } }
 
 // FirstSuccess cancels the scope at the first success; a failure does not short-circuit. Join
 // returns nil if any subtask succeeded, else errors.Join of the failures, or an error matching
 // [ErrNoSubtasks] when nothing was forked. Successes that complete after the winner, once the
 // scope is cancelled, are Cancelled and their results discarded.
-func FirstSuccess() Option {
-	return func(c *config) { c.policy, c.pred, c.joiner = policyFirstSuccess, nil, nil }
-}
+func FirstSuccess() Option { return func(c *config) { c.policy = firstSuccess{} } }
 
 // CancelWhen cancels the scope as soon as pred returns true for a completed subtask (Succeeded or
 // Failed). pred runs once per subtask that completes before cancellation, on that subtask's
@@ -61,7 +65,7 @@ func CancelWhen(pred func(Task) bool) Option {
 	if pred == nil {
 		panic("scope: CancelWhen: nil predicate")
 	}
-	return func(c *config) { c.policy, c.pred, c.joiner = policyCancelWhen, pred, nil }
+	return func(c *config) { c.policy = cancelWhen{pred} }
 }
 
 // WithJoiner makes j the scope's policy; see [Joiner] for when each method is called. It panics at
@@ -70,5 +74,5 @@ func WithJoiner(j Joiner) Option {
 	if j == nil {
 		panic("scope: WithJoiner: nil Joiner")
 	}
-	return func(c *config) { c.policy, c.pred, c.joiner = policyCustom, nil, j }
+	return func(c *config) { c.policy = custom{j} }
 }

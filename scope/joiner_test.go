@@ -406,3 +406,117 @@ func TestJoinerPanicsAreNeverLost(t *testing.T) {
 		})
 	}
 }
+
+// partial is a Joiner that keeps the successes and, at its deadline, returns what it has.
+type partial struct {
+	mu       sync.Mutex
+	got      []int
+	timeouts atomic.Int32
+	results  atomic.Int32
+	panicAt  any // OnTimeout panics with it, when set
+}
+
+func (p *partial) OnFork(scope.Task) error { return nil }
+func (p *partial) OnComplete(t scope.Task) bool {
+	if t.State() == scope.Succeeded {
+		p.mu.Lock()
+		p.got = append(p.got, t.Value().(int))
+		p.mu.Unlock()
+	}
+	return false
+}
+func (p *partial) Result() error { p.results.Add(1); return nil }
+
+var errPartial = errors.New("deadline: partial results")
+
+func (p *partial) OnTimeout() error {
+	p.timeouts.Add(1)
+	if p.panicAt != nil {
+		panic(p.panicAt)
+	}
+	return errPartial
+}
+
+// "If a Joiner also has the method OnTimeout() error, a WithTimeout deadline that ends the scope
+// before the policy decided calls it once (after every subtask has returned) instead of returning
+// ErrTimeout, and Join returns what it returns; subtasks that completed before the deadline keep
+// their results."
+func TestJoinerOnTimeout(t *testing.T) {
+	t.Run("the deadline asks OnTimeout", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := &partial{}
+			s := scope.Open(t.Context(), scope.WithJoiner(p), scope.WithTimeout(time.Second))
+			defer s.Close()
+			fast := scope.Fork(s, sleeper(100*time.Millisecond, 1, nil))
+			slow := scope.Fork(s, func(ctx context.Context) (int, error) { <-ctx.Done(); return 0, ctx.Err() })
+			require.Same(t, errPartial, s.Join())
+			assert.Equal(t, int32(1), p.timeouts.Load(), "once")
+			assert.Zero(t, p.results.Load(), "instead of Result")
+			assert.Equal(t, []int{1}, p.got)
+			assert.Equal(t, 1, fast.Get(), "completed before the deadline: kept")
+			assert.Equal(t, scope.Cancelled, slow.State())
+			assert.Same(t, errPartial, s.Join(), "a later Join returns the same")
+			assert.Equal(t, int32(1), p.timeouts.Load())
+		})
+	})
+	t.Run("a deadline after every subtask changes nothing", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := &partial{}
+			s := scope.Open(t.Context(), scope.WithJoiner(p), scope.WithTimeout(time.Second))
+			defer s.Close()
+			scope.Fork(s, value(1))
+			synctest.Wait()
+			time.Sleep(2 * time.Second)
+			require.NoError(t, s.Join())
+			assert.Zero(t, p.timeouts.Load())
+			assert.Equal(t, int32(1), p.results.Load())
+		})
+	})
+	t.Run("the parent's end is not our deadline", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := &partial{}
+			parent, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			defer cancel()
+			s := scope.Open(parent, scope.WithJoiner(p), scope.WithTimeout(time.Second))
+			defer s.Close()
+			scope.Fork(s, func(ctx context.Context) (int, error) { <-ctx.Done(); return 0, ctx.Err() })
+			err := s.Join()
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.NotErrorIs(t, err, scope.ErrTimeout)
+			assert.Zero(t, p.timeouts.Load())
+		})
+	})
+	t.Run("a parent scope's timeout is not ours either", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			outer := scope.Open(t.Context(), scope.WithTimeout(100*time.Millisecond))
+			defer outer.Close()
+			p := &partial{}
+			inner := scope.Open(outer.Context(), scope.WithJoiner(p), scope.WithTimeout(time.Hour))
+			defer inner.Close()
+			scope.Fork(inner, func(ctx context.Context) (int, error) { <-ctx.Done(); return 0, ctx.Err() })
+			require.ErrorIs(t, inner.Join(), scope.ErrTimeout, "the outer deadline's cause")
+			assert.Zero(t, p.timeouts.Load())
+		})
+	})
+	t.Run("without OnTimeout Join returns ErrTimeout", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRecorder()
+			s := scope.Open(t.Context(), scope.WithJoiner(r), scope.WithTimeout(time.Second))
+			defer s.Close()
+			scope.Fork(s, func(ctx context.Context) (int, error) { <-ctx.Done(); return 0, ctx.Err() })
+			require.ErrorIs(t, s.Join(), scope.ErrTimeout)
+			assert.Zero(t, r.results.Load())
+		})
+	})
+	t.Run("a panic in OnTimeout", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := &partial{panicAt: "bad OnTimeout"}
+			s := scope.Open(t.Context(), scope.WithJoiner(p), scope.WithTimeout(time.Second))
+			scope.Fork(s, func(ctx context.Context) (int, error) { <-ctx.Done(); return 0, ctx.Err() })
+			pe := joinPanic(t, s)
+			assert.Equal(t, "bad OnTimeout", pe.Value)
+			assert.Same(t, pe, s.Join())
+			s.Close()
+		})
+	})
+}

@@ -12,23 +12,9 @@ import (
 // [WithJoiner]) wins.
 type Option func(*config)
 
-type policy uint8
-
-const (
-	policyFailFast policy = iota // the zero value: FailFast is the default
-	policyAwaitAll
-	// The policies from here on watch successes too; FailFast and AwaitAll act only on failures,
-	// which keeps the common completion path free of locks.
-	policyFirstSuccess
-	policyCancelWhen
-	policyCustom
-)
-
 // config collects the options during Open; the Scope keeps what it needs.
 type config struct {
-	policy         policy
-	pred           func(Task) bool // CancelWhen
-	joiner         Joiner          // WithJoiner
+	policy         policy // nil: FailFast
 	name           string
 	timeout        time.Duration
 	hasTimeout     bool

@@ -6,16 +6,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
-	"github.com/goloom/loom/semaphore"
+	"github.com/goloom/loom/internal/sema"
 )
 
 // The scope's state word: the number of live subtasks and a few flags, so that a fork and a
 // completion are one atomic add each.
 const (
-	countMask     uint64 = 1<<40 - 1 // subtasks started and not yet finished
-	flagCancelled uint64 = 1 << 40   // the scope has ended (Scope.reason is set); its context is done
+	countMask     uint64 = 1<<40 - 1 // subtasks counted in (forked, or blocked in Fork) and not yet out
+	flagCancelled uint64 = 1 << 40   // the scope has ended (Scope.rec.reason is set); its context is done
 	flagWaiting   uint64 = 1 << 41   // Join or Close sleeps on Scope.wake until the count is zero
 	flagJoined    uint64 = 1 << 42   // Join has finished waiting: Fork panics
 	flagClosed    uint64 = 1 << 43   // Close has finished waiting: Fork panics
@@ -27,7 +26,7 @@ type reason uint8
 
 const (
 	reasonNone    reason = iota // not cancelled: Join asks the policy
-	reasonPolicy                // the policy decided (OnComplete returned true, FailFast's failure...)
+	reasonPolicy                // the policy decided (its decide returned true)
 	reasonPanic                 // a subtask (or the Joiner) panicked
 	reasonOutside               // parent context or timeout, while a subtask ran or before a fork
 	reasonClosed                // Close before Join, while subtasks ran
@@ -38,8 +37,9 @@ const (
 func (r reason) decides() bool { return r == reasonPolicy || r == reasonPanic }
 
 // A Scope runs subtasks forked into it and does not let them outlive it: [Scope.Join] (or
-// [Scope.Close]) waits for all of them. Create one with [Open] and always `defer s.Close()`; the
-// zero value is not usable and a Scope must not be copied.
+// [Scope.Close]) waits for all of them. Create one with [Open] and always `defer s.Close()`. The
+// zero value and a nil *Scope are not usable: every method panics with "scope: zero Scope; use
+// Open". A Scope must not be copied.
 //
 // The goroutine that opened the scope owns it: Join and Close belong to the owner. [Fork] and
 // [Scope.Go] may be called by the owner and by the scope's own subtasks (they run while Join
@@ -58,39 +58,48 @@ type Scope struct {
 	// The Scope is kept small: its size is most of what a scope costs beyond its subtasks.
 	ctx            context.Context
 	cancel         context.CancelCauseFunc
-	sem            *semaphore.Semaphore // WithLimit's slots; nil without a limit
-	x              *settings            // the rarer options; nil without them
-	policy         policy
-	panicsAsErrors bool
+	policy         policy     // never nil: failFast{} unless an option chose another
+	hears          bool       // the policy hears successes (its traits), cached for the hot path
+	panicsAsErrors bool       // PanicsAsErrors
+	slots          *sema.Sema // WithLimit's slots; nil without a limit
+	opts           *settings  // the rarer options; nil without them
 
 	state atomic.Uint64  // live count and flags, above
 	wake  sync.WaitGroup // one token while the owner waits (flagWaiting)
 
 	mu  sync.Mutex // guards rec
 	rec *record    // allocated at the first failure, win, panic or cancellation
-
-	running, runningGo outcome // what running subtasks point to (see Subtask)
 }
 
 // settings holds the options a scope needs after Open, other than the policy and the limit.
 type settings struct {
-	name   string
-	pred   func(Task) bool    // CancelWhen
-	joiner Joiner             // WithJoiner
-	stop   context.CancelFunc // the deadline's context (WithTimeout)
+	name     string
+	parent   context.Context    // Open's ctx, for telling our deadline from the parent's end
+	deadline context.Context    // WithTimeout's context, between parent and ours; nil without
+	stop     context.CancelFunc // deadline's
 }
 
 // record is what a scope remembers of its failures and its end.
 type record struct {
-	reason    reason
-	cause     error         // the cancellation cause (context.Cause of ctx, for reasonOutside)
-	cancelled *outcome      // shared by the Cancelled subtasks; set with reason
-	failures  []error       // failures that completed before the cancellation, in order
-	won       bool          // FirstSuccess: some subtask succeeded
-	winner    Task          // FirstSuccess: the first success (Race reads it)
-	panics    []*PanicError // every panic of the scope, subtasks' and the Joiner's, in order
-	surfaced  bool          // panics[0] has been re-panicked by Join or Close
-	joinErr   error         // what Join returned; set by the owner once every subtask has returned
+	reason      reason
+	cause       error         // the cancellation cause (context.Cause of ctx, for reasonOutside)
+	ownDeadline bool          // reasonOutside: the scope's own WithTimeout deadline ended it
+	cancelled   *outcome      // shared by the Cancelled subtasks; set with reason
+	failures    []error       // failures that completed before the cancellation, in order
+	won         bool          // FirstSuccess: some subtask succeeded
+	winner      Task          // FirstSuccess: the first success (Race reads it)
+	panics      []*PanicError // every panic of the scope, subtasks' and the Joiner's, in order
+	surfaced    bool          // panics[0] has been re-panicked by Join or Close
+	joinErr     error         // what Join returned; set by the owner once every subtask has returned
+}
+
+// recLocked returns the record, making it if needed; s.mu must be held (or the owner must have
+// the scope to itself).
+func (s *Scope) recLocked() *record {
+	if s.rec == nil {
+		s.rec = new(record)
+	}
+	return s.rec
 }
 
 // firstPanic returns the scope's first panic, or nil.
@@ -101,14 +110,6 @@ func (rec *record) firstPanic() *PanicError {
 	return rec.panics[0]
 }
 
-// recLocked returns the record, making it if needed; s.mu must be held.
-func (s *Scope) recLocked() *record {
-	if s.rec == nil {
-		s.rec = new(record)
-	}
-	return s.rec
-}
-
 // Open starts a scope whose context is derived from ctx: cancelling ctx cancels the scope, and
 // values bound in ctx (scoped values) are what every fork sees, whatever the owner binds later.
 // The default policy is [FailFast]; opts choose another and set a timeout, a limit, a name. Open
@@ -117,9 +118,7 @@ func Open(ctx context.Context, opts ...Option) *Scope {
 	if ctx == nil {
 		panic("scope: Open: nil context")
 	}
-	s := &Scope{}
-	s.running = outcome{state: Running, s: s}
-	s.runningGo = outcome{state: Running, goFn: true, s: s}
+	s := &Scope{policy: failFast{}}
 	if len(opts) > 0 {
 		ctx = s.configure(ctx, opts)
 	}
@@ -133,27 +132,24 @@ func (s *Scope) configure(ctx context.Context, opts []Option) context.Context {
 	for _, opt := range opts {
 		opt(c)
 	}
-	s.policy, s.panicsAsErrors = c.policy, c.panicsAsErrors
-	if c.limit > 0 {
-		s.sem = semaphore.New(int64(c.limit))
+	if c.policy != nil {
+		s.policy = c.policy
 	}
-	if c.name == "" && c.pred == nil && c.joiner == nil && !c.hasTimeout {
+	s.hears, s.panicsAsErrors = s.policy.traits().hears, c.panicsAsErrors
+	if c.limit > 0 {
+		s.slots = sema.New(int64(c.limit), true)
+	}
+	if c.name == "" && !c.hasTimeout {
 		return ctx
 	}
-	s.x = &settings{name: c.name, pred: c.pred, joiner: c.joiner}
+	s.opts = &settings{name: c.name, parent: ctx}
 	if c.hasTimeout {
 		// The deadline's context sits between the parent and ours: when it fires our context's
 		// Err is DeadlineExceeded and its cause ErrTimeout.
-		ctx, s.x.stop = context.WithDeadlineCause(ctx, time.Now().Add(c.timeout), ErrTimeout)
+		s.opts.deadline, s.opts.stop = context.WithDeadlineCause(ctx, time.Now().Add(c.timeout), ErrTimeout)
+		return s.opts.deadline
 	}
 	return ctx
-}
-
-// Context returns the scope's context: the one every subtask receives. It is done once the scope
-// is cancelled, and always once Join or Close has returned.
-func (s *Scope) Context() context.Context {
-	s.mustBeOpen()
-	return s.ctx
 }
 
 // mustBeOpen panics for a Scope that Open did not make: the zero value, or nil.
@@ -163,140 +159,20 @@ func (s *Scope) mustBeOpen() {
 	}
 }
 
+// Context returns the scope's context: the one every subtask receives. It is done once the scope
+// is cancelled, and always once Join or Close has returned.
+func (s *Scope) Context() context.Context {
+	s.mustBeOpen()
+	return s.ctx
+}
+
 // Name returns the name given with [WithName], or "".
 func (s *Scope) Name() string {
 	s.mustBeOpen()
-	if s.x == nil {
+	if s.opts == nil {
 		return ""
 	}
-	return s.x.name
-}
-
-// Fork runs fn in a new goroutine with the scope's context and returns its [Subtask].
-//
-// On a scope that is already cancelled fn does not run and the subtask is Cancelled at once. With
-// [WithLimit], Fork blocks until a slot is free, and returns a Cancelled subtask without running
-// fn if the scope is cancelled while it waits. A custom [Joiner]'s OnFork runs first, on the
-// caller's goroutine. Fork may be called by the owner and by the scope's subtasks until Join has
-// returned; after that it panics with "scope: fork after join" (or "scope: fork after close" once
-// Close has run). It panics if fn is nil.
-//
-// If fn panics, the panic is recovered, cancels the scope at once, and is re-raised as a
-// [*PanicError] by Join on the owner's goroutine (see [PanicsAsErrors]).
-func Fork[T any](s *Scope, fn func(ctx context.Context) (T, error)) *Subtask[T] {
-	s.mustBeOpen()
-	if fn == nil {
-		panic("scope: Fork: nil function")
-	}
-	st := &Subtask[T]{fn: fn, res: &s.running}
-	if s.admit(st) {
-		go st.run()
-	}
-	return st
-}
-
-// Go is [Fork] for a function that returns only an error, shaped like errgroup's Go to ease
-// migration: `g.Go(func() error {...})` becomes `s.Go(func(ctx context.Context) error {...})`.
-// The subtask's value is struct{}.
-func (s *Scope) Go(fn func(ctx context.Context) error) *Subtask[struct{}] {
-	s.mustBeOpen()
-	if fn == nil {
-		panic("scope: Go: nil function")
-	}
-	st := &Subtask[struct{}]{res: &s.runningGo}
-	*(*func(context.Context) error)(unsafe.Pointer(&st.fn)) = fn // see Subtask.goFn
-	if s.admit(st) {
-		go st.run()
-	}
-	return st
-}
-
-// forked is what admit needs of a new *Subtask[T].
-type forked interface {
-	Task
-	settle(o *outcome)
-}
-
-// admit decides a fork: it returns true when the subtask is counted and must be started, or
-// settles it as Failed (OnFork's error) or Cancelled and returns false.
-func (s *Scope) admit(t forked) bool {
-	if s.policy == policyCustom || s.sem != nil {
-		return s.admitSlow(t)
-	}
-	return s.count(t)
-}
-
-// count counts a fork in, or refuses it if the scope is joined, closed or cancelled. Count first,
-// check after: one atomic operation on the common path.
-func (s *Scope) count(t forked) bool {
-	if f := s.state.Add(1); f&(flagJoined|flagClosed|flagCancelled) != 0 || s.ctx.Err() != nil {
-		s.done()
-		if s.sem != nil {
-			s.sem.Release(1)
-		}
-		return s.refuse(t, f)
-	}
-	return true
-}
-
-// refuse settles a fork that may not start: a panic after Join or Close, a Cancelled subtask on a
-// cancelled scope.
-func (s *Scope) refuse(t forked, f uint64) bool {
-	if f&(flagJoined|flagClosed) != 0 {
-		panic(forkAfter(f))
-	}
-	s.ended()
-	t.settle(s.rec.cancelled)
-	return false
-}
-
-// admitSlow is admit with a custom Joiner's OnFork or a WithLimit slot to get first.
-func (s *Scope) admitSlow(t forked) bool {
-	if f := s.state.Load(); f&(flagJoined|flagClosed) != 0 {
-		panic(forkAfter(f))
-	}
-	if s.policy == policyCustom {
-		// Runs on the forking goroutine: the owner, which is not in Join, or a subtask, which is
-		// counted, so Join cannot finish meanwhile.
-		pe, err := s.onFork(t)
-		switch {
-		case pe != nil:
-			// The Joiner failed like a subtask that panics: Failed, kept, the scope cancelled.
-			t.settle(&outcome{state: Failed, err: pe})
-			s.panicked(t, pe)
-			return false
-		case err != nil:
-			if s.ended() {
-				t.settle(s.rec.cancelled)
-			} else {
-				t.settle(&outcome{state: Failed, err: err})
-				s.failed(t, err)
-			}
-			return false
-		}
-	}
-	if s.sem != nil && s.sem.Acquire(s.ctx, 1) != nil {
-		// Only a done context makes Acquire fail: the scope is cancelled.
-		return s.refuse(t, 0)
-	}
-	return s.count(t)
-}
-
-// onFork calls the custom Joiner's OnFork, recovering a panic there as a *PanicError.
-func (s *Scope) onFork(t Task) (pe *PanicError, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			pe = newPanicError(r)
-		}
-	}()
-	return nil, s.x.joiner.OnFork(t)
-}
-
-func forkAfter(flags uint64) string {
-	if flags&flagClosed != 0 {
-		return "scope: fork after close"
-	}
-	return "scope: fork after join"
+	return s.opts.name
 }
 
 // ended reports whether the scope is cancelled. A done context without a recorded reason means
@@ -333,6 +209,7 @@ func (s *Scope) end(r reason, cause error) {
 	case rec.reason == reasonNone:
 		if r == reasonOutside {
 			cause = context.Cause(s.ctx)
+			rec.ownDeadline = s.opts != nil && s.opts.deadline != nil && s.opts.parent.Err() == nil
 		} else {
 			s.cancel(cause) // before the flag: see ended
 		}
@@ -350,42 +227,28 @@ func (s *Scope) end(r reason, cause error) {
 	s.mu.Unlock()
 }
 
-// failed hands a failure that completed before cancellation to the policy.
-func (s *Scope) failed(t Task, err error) {
+// failed records a failure that completed before cancellation and lets the policy decide on it.
+func (s *Scope) failed(c call, err error) {
 	s.mu.Lock()
 	rec := s.recLocked()
 	rec.failures = append(rec.failures, err)
 	s.mu.Unlock()
-	switch s.policy {
-	case policyFailFast:
-		s.end(reasonPolicy, err)
-	case policyCancelWhen, policyCustom:
-		if s.decide(t) {
-			s.end(reasonPolicy, err)
-		}
+	if s.decide(c, err) {
+		s.end(reasonPolicy, endCause(err))
 	}
 }
 
-// succeeded hands a success that completed before cancellation to a policy that watches them.
-func (s *Scope) succeeded(t Task) {
-	switch s.policy {
-	case policyFirstSuccess:
-		s.mu.Lock()
-		if rec := s.recLocked(); !rec.won {
-			rec.won, rec.winner = true, t
-		}
-		s.mu.Unlock()
-		s.end(reasonPolicy, context.Canceled)
-	case policyCancelWhen, policyCustom:
-		if s.decide(t) {
-			s.end(reasonPolicy, context.Canceled)
-		}
+// succeeded lets a policy that hears successes decide on one.
+func (s *Scope) succeeded(c call) {
+	if s.decide(c, nil) {
+		s.end(reasonPolicy, endCause(nil))
 	}
 }
 
-// panicked records a subtask's panic: every one is kept for Join, and a panic before
-// cancellation cancels the scope at once and is a completion the policy sees.
-func (s *Scope) panicked(t Task, pe *PanicError) {
+// panicked records a panic: every one is kept for Join, and a panic before cancellation is a
+// failure that cancels the scope at once, handed to the policy like any completion (whatever it
+// answers, the scope is ended already).
+func (s *Scope) panicked(c call, pe *PanicError) {
 	before := !s.ended()
 	s.mu.Lock()
 	rec := s.recLocked()
@@ -396,14 +259,27 @@ func (s *Scope) panicked(t Task, pe *PanicError) {
 	s.mu.Unlock()
 	if before {
 		s.end(reasonPanic, pe)
-		if s.policy == policyCancelWhen || s.policy == policyCustom {
-			s.decide(t) // OnComplete once per completion before cancellation; the scope is ended already
-		}
+		s.decide(c, pe)
 	}
 }
 
-// joinerPanicked records a panic in the Joiner (or the CancelWhen predicate): user code failing
-// like a subtask, kept and cancelling the scope.
+// decide asks the policy about a completion. A panic in it (a CancelWhen predicate, a Joiner's
+// OnComplete) is user code failing like a subtask: it is kept and cancels the scope.
+func (s *Scope) decide(c call, err error) (end bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.joinerPanicked(newPanicError(r))
+			end = false
+		}
+	}()
+	var t Task
+	if c != nil {
+		t = c
+	}
+	return s.policy.decide(s, t, err)
+}
+
+// joinerPanicked records a panic in the policy's user code: kept, and cancelling the scope.
 func (s *Scope) joinerPanicked(pe *PanicError) {
 	s.mu.Lock()
 	rec := s.recLocked()
@@ -412,22 +288,7 @@ func (s *Scope) joinerPanicked(pe *PanicError) {
 	s.end(reasonPanic, pe)
 }
 
-// decide asks the CancelWhen predicate or the custom Joiner about a completed subtask. A panic
-// there is user code failing like a subtask: it is kept and cancels the scope.
-func (s *Scope) decide(t Task) (cancel bool) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.joinerPanicked(newPanicError(r))
-			cancel = false
-		}
-	}()
-	if s.policy == policyCancelWhen {
-		return s.x.pred(t)
-	}
-	return s.x.joiner.OnComplete(t)
-}
-
-// done ends a subtask's life in the count and wakes the owner if it was the last.
+// done counts a subtask out and wakes the owner if it was the last.
 func (s *Scope) done() {
 	if f := s.state.Add(^uint64(0)); f&countMask == 0 && f&flagWaiting != 0 {
 		for {
@@ -467,8 +328,8 @@ func (s *Scope) wait(flag uint64) {
 // long-lived parent.
 func (s *Scope) release() {
 	s.cancel(nil)
-	if s.x != nil && s.x.stop != nil {
-		s.x.stop()
+	if s.opts != nil && s.opts.stop != nil {
+		s.opts.stop()
 	}
 }
 
@@ -481,18 +342,19 @@ func (s *Scope) release() {
 // [Joiner]), unless the scope ended from outside while a subtask was running (or before a later
 // fork): then Join returns that cause — the parent's (context.Canceled, or its own cause) or one
 // matching [ErrTimeout] — joined with the failures that happened before, and the policy is not
-// asked. After a Close that had to cancel running subtasks, context.Canceled plays that part.
+// asked (a Joiner with OnTimeout is asked about its own deadline, see [Joiner]). After a Close
+// that had to cancel running subtasks, context.Canceled plays that part.
+//
+// A decision the policy took on a completion stands: if that completion came before the scope
+// was ended from outside, Join returns the policy's result even when a sibling recorded the
+// outside end first (context.Cause of the scope's context is then still the outside cause, which
+// reached the context first).
 //
 // If a subtask panicked, Join re-panics on the caller's goroutine, after every subtask has
 // returned, with the first [*PanicError]; with [PanicsAsErrors] it returns the outcome joined
 // (errors.Join) with every *PanicError of the scope that is not in it already, in the order they
 // happened, so that no panic is ever lost. A panic in a custom [Joiner]'s methods is a
 // *PanicError like a subtask's.
-//
-// A decision the policy took on a completion stands: if that completion came before the scope
-// was ended from outside, Join returns the policy's result even when a sibling recorded the
-// outside end first (context.Cause of the scope's context is then still the outside cause, which
-// reached the context first).
 //
 // Join belongs to the owner: it must not run concurrently with another Join or Close, nor in a
 // subtask of the scope (it would wait for itself). Calling it again returns the same error
@@ -515,7 +377,7 @@ func (s *Scope) Join() error {
 	}
 	pe, err := s.outcome()
 	if pe != nil {
-		// The Joiner's Result panicked: a failure like a subtask's panic.
+		// The Joiner's Result (or OnTimeout) panicked: a failure like a subtask's panic.
 		s.recLocked().panics = append(s.rec.panics, pe)
 		if !s.panicsAsErrors {
 			return s.surface(pe)
@@ -546,34 +408,24 @@ func (s *Scope) joinErr() error {
 	return s.rec.joinErr
 }
 
-// outcome computes Join's error once every subtask has returned: the policy's result, or the
-// cause of an end from outside joined with the failures before it; then, with PanicsAsErrors,
-// every panic that is not in it already, in the order they happened. A panic in the Joiner's
-// Result is returned as pe instead.
+// outcome computes Join's error once every subtask has returned: the cause of an end from
+// outside joined with the failures before it (or a Joiner's OnTimeout, for its own deadline), or
+// else the policy's result; then, with PanicsAsErrors, every panic that is not in it already, in
+// the order they happened. A panic in the Joiner's Result or OnTimeout is returned as pe instead.
 func (s *Scope) outcome() (pe *PanicError, err error) {
 	rec := s.rec
 	if rec == nil {
 		rec = &record{} // nothing failed, won or ended: does not escape
 	}
 	switch {
+	case rec.reason == reasonOutside && rec.ownDeadline && s.onTimeout() != nil:
+		if pe, err = s.ask(s.onTimeout()); pe != nil {
+			return pe, nil
+		}
 	case rec.reason == reasonOutside || rec.reason == reasonClosed:
 		err = joinCause(rec.cause, rec.failures)
-	case s.policy == policyFailFast:
-		if rec.reason != reasonNone {
-			err = rec.cause // the first failure (or panic), which ended the scope
-		}
-	case s.policy == policyAwaitAll:
-		err = joinAll(rec.failures)
-	case s.policy == policyFirstSuccess:
-		switch {
-		case rec.won:
-		case len(rec.failures) > 0:
-			err = joinAll(rec.failures)
-		default:
-			err = ErrNoSubtasks
-		}
-	case s.policy == policyCustom:
-		if pe, err = s.result(); pe != nil {
+	default:
+		if pe, err = s.ask(func() error { return s.policy.result(s) }); pe != nil {
 			return pe, nil
 		}
 	}
@@ -590,14 +442,25 @@ func (s *Scope) outcome() (pe *PanicError, err error) {
 	return nil, err
 }
 
-// result calls the custom Joiner's Result, recovering a panic there as a *PanicError.
-func (s *Scope) result() (pe *PanicError, err error) {
+// onTimeout returns the custom Joiner's OnTimeout, if it has one.
+func (s *Scope) onTimeout() func() error {
+	if p, ok := s.policy.(custom); ok {
+		if tj, ok := p.j.(timeoutJoiner); ok {
+			return tj.OnTimeout
+		}
+	}
+	return nil
+}
+
+// ask calls user code of the policy on the owner's goroutine, recovering a panic there as a
+// *PanicError.
+func (s *Scope) ask(fn func() error) (pe *PanicError, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			pe = newPanicError(r)
 		}
 	}()
-	return nil, s.x.joiner.Result()
+	return nil, fn()
 }
 
 // Close cancels the scope if Join has not completed, waits for every subtask to return, and

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"unsafe"
 )
 
 // State is where a subtask is in its life. A subtask starts Running and moves exactly once to one
@@ -55,14 +54,11 @@ type Task interface {
 // errRunning is what Result reports for a subtask whose function has not returned.
 var errRunning = errors.New("scope: subtask is still running")
 
-// An outcome is a subtask's state and error. While a subtask runs it points at one of its scope's
-// two running outcomes, which also lead to the scope; successes share one outcome, and so do the
+// An outcome is a subtask's final state and error. Successes share one outcome, and so do the
 // subtasks cancelled in one scope, so that only failures allocate.
 type outcome struct {
 	state State
-	goFn  bool   // Running: the fn slot holds Scope.Go's func(context.Context) error
-	err   error  // Failed: the failure; Cancelled: the scope's cancellation cause
-	s     *Scope // Running: the scope
+	err   error // Failed: the failure; Cancelled: the scope's cancellation cause
 }
 
 var succeeded = &outcome{state: Succeeded}
@@ -73,35 +69,32 @@ var succeeded = &outcome{state: Succeeded}
 // longer Running, which is the case for every subtask when Join returns. The result is written
 // before the state, so a caller that saw Succeeded sees the value.
 type Subtask[T any] struct {
-	// Three words for a word-sized T (two for struct{}, placed first so that it adds no padding):
-	// with the goroutine's closure, two small allocations a fork.
 	val T
-	fn  func(context.Context) (T, error)
-	// res is never nil. It is set plainly in the composite literal, before the Subtask is shared,
-	// and loaded and stored atomically after that (see load and store).
-	res *outcome
+	// fn is the function forked: a func(context.Context) (T, error) from Fork, or Scope.Go's
+	// func(context.Context) error, which needs no wrapper this way.
+	fn any
+	// res is the final outcome; nil while the subtask is Running.
+	res atomic.Pointer[outcome]
 }
 
-func (st *Subtask[T]) load() *outcome {
-	return (*outcome)(atomic.LoadPointer((*unsafe.Pointer)(unsafe.Pointer(&st.res))))
-}
-
-func (st *Subtask[T]) store(o *outcome) {
-	atomic.StorePointer((*unsafe.Pointer)(unsafe.Pointer(&st.res)), unsafe.Pointer(o))
-}
-
-func (st *Subtask[T]) outcome() (State, error) {
-	o := st.load()
-	return o.state, o.err
+// state returns the subtask's state and error.
+func (st *Subtask[T]) state() (State, error) {
+	if o := st.res.Load(); o != nil {
+		return o.state, o.err
+	}
+	return Running, nil
 }
 
 // State returns the subtask's current state.
-func (st *Subtask[T]) State() State { return st.load().state }
+func (st *Subtask[T]) State() State {
+	state, _ := st.state()
+	return state
+}
 
 // Get returns the result of a Succeeded subtask. It panics, naming the state, in any other state:
 // call it after Join, and only for subtasks that succeeded (see [Subtask.Result] for the others).
 func (st *Subtask[T]) Get() T {
-	switch state, err := st.outcome(); state {
+	switch state, err := st.state(); state {
 	case Succeeded:
 		return st.val
 	case Running:
@@ -113,14 +106,17 @@ func (st *Subtask[T]) Get() T {
 
 // Err returns nil while the subtask is Running or when it Succeeded, its failure when Failed, and
 // the scope's cancellation cause (context.Cause of the scope's context) when Cancelled.
-func (st *Subtask[T]) Err() error { return st.load().err }
+func (st *Subtask[T]) Err() error {
+	_, err := st.state()
+	return err
+}
 
 // Result returns the value and nil when the subtask Succeeded, and the zero value with
 // [Subtask.Err] when it Failed or was Cancelled. While it is Running it returns the zero value and
 // an error saying so.
 func (st *Subtask[T]) Result() (T, error) {
 	var zero T
-	switch state, err := st.outcome(); state {
+	switch state, err := st.state(); state {
 	case Succeeded:
 		return st.val, nil
 	case Running:
@@ -139,72 +135,102 @@ func (st *Subtask[T]) Value() any {
 	return st.val
 }
 
-// settle records a final outcome other than success, decided at fork time.
-func (st *Subtask[T]) settle(o *outcome) { st.store(o) }
+func (st *Subtask[T]) settle(o *outcome) { st.res.Store(o) }
 
-// goFn returns Scope.Go's function, kept in the fn slot.
-func (st *Subtask[T]) goFn() func(context.Context) error {
-	// Both hold a func value, a single pointer to a closure: only the static type differs.
-	return *(*func(context.Context) error)(unsafe.Pointer(&st.fn))
+// A subtask is a forked *Subtask[T] as its scope drives it, whatever T.
+type subtask interface {
+	Task
+	settle(o *outcome)
+	// runIn runs the subtask's function in scope s and ends its life; it returns a subtask that
+	// this goroutine takes over next (see Scope.finish), or nil.
+	runIn(s *Scope) (next subtask)
 }
 
-// run is the subtask's goroutine. The deferred function tells the three ways out apart: a normal
-// return (completed), a panic (recover returns non-nil) and runtime.Goexit (recover returns nil).
-func (st *Subtask[T]) run() {
-	o := st.load() // a running outcome: it leads to the scope
-	completed := false
+// run is the body of a subtask's goroutine: it runs t and then, in a limited scope, each blocked
+// fork whose subtask its slot goes to, one after the other.
+func run(s *Scope, t subtask) {
+	for t != nil {
+		t = t.runIn(s)
+	}
+}
+
+// runIn runs fn. The deferred function tells the three ways out apart: a normal return, a panic
+// (recover returns non-nil) and runtime.Goexit (recover returns nil).
+func (st *Subtask[T]) runIn(s *Scope) (next subtask) {
+	returned := false
 	defer func() {
-		if !completed {
-			st.abort(o.s, recover())
+		if returned {
+			return
+		}
+		if r := recover(); r != nil {
+			s.complete(st, nil, newPanicError(r))
+			next = s.finish()
+			return
+		}
+		// runtime.Goexit ends this goroutine: a subtask handed to it goes to a new one.
+		s.complete(st, ErrGoexit, nil)
+		if t := s.finish(); t != nil {
+			go run(s, t)
 		}
 	}()
-	var v T
 	var err error
-	if o.goFn {
-		err = st.goFn()(o.s.ctx)
-	} else {
-		v, err = st.fn(o.s.ctx)
+	switch fn := st.fn.(type) {
+	case func(context.Context) (T, error):
+		st.val, err = fn(s.ctx)
+	case func(context.Context) error:
+		err = fn(s.ctx)
 	}
-	completed = true
-	st.finish(o.s, v, err)
+	returned = true
+	s.complete(st, err, nil)
+	return s.finish()
 }
 
-// finish classifies a returned function: Cancelled if the scope was cancelled first, else
-// Failed or Succeeded and handed to the policy.
-func (st *Subtask[T]) finish(s *Scope, v T, err error) {
+// A call is what complete needs of the subtask it ends: a *Subtask[T], or one of Map's calls. It
+// is nil for a call of Map whose policy does not look at subtasks.
+type call interface {
+	Task
+	settle(o *outcome)
+}
+
+// complete ends one call's life in the scope: the one step that every subtask — forked by Fork
+// or Go, or one of Map's calls — ends through. fn returned err, or panicked (pe != nil; a
+// runtime.Goexit comes as err == ErrGoexit). complete classifies the end, settles it on c, hands
+// it to the policy and returns it:
+//
+//   - a panic is Failed whenever it came, kept for Join, and — if it came before the scope was
+//     cancelled — a failure that ends the scope at once;
+//   - otherwise, if the scope was cancelled first, Cancelled: this is the linearization point of
+//     a completion (see Scope.ended);
+//   - else Failed or Succeeded, and the policy decides on it.
+//
+// The outcome is settled on c before the policy hears of it, so that a Joiner sees it. The
+// caller then frees the call's slot and counts it out (Scope.finish), in that order: a blocked
+// fork must not start between a failure and the cancellation the policy makes of it.
+func (s *Scope) complete(c call, err error, pe *PanicError) (o *outcome) {
 	switch {
+	case pe != nil:
+		o = &outcome{state: Failed, err: pe}
+		settle(c, o)
+		s.panicked(c, pe)
 	case s.ended():
-		st.store(s.rec.cancelled)
+		o = s.rec.cancelled
+		settle(c, o)
 	case err != nil:
-		st.store(&outcome{state: Failed, err: err})
-		s.failed(st, err)
+		o = &outcome{state: Failed, err: err}
+		settle(c, o)
+		s.failed(c, err)
 	default:
-		st.val = v
-		st.store(succeeded)
-		if s.policy >= policyFirstSuccess {
-			s.succeeded(st)
+		o = succeeded
+		settle(c, o)
+		if s.hears {
+			s.succeeded(c)
 		}
 	}
-	if s.sem != nil {
-		// Only now that the policy has decided: a fork waiting for this slot must not start
-		// between a failure and the cancellation it causes.
-		s.sem.Release(1)
-	}
-	s.done()
+	return o
 }
 
-// abort handles a function that panicked (r != nil) or called runtime.Goexit (r == nil).
-func (st *Subtask[T]) abort(s *Scope, r any) {
-	if r == nil {
-		var zero T
-		st.finish(s, zero, ErrGoexit)
-		return
+func settle(c call, o *outcome) {
+	if c != nil {
+		c.settle(o)
 	}
-	pe := newPanicError(r)
-	st.store(&outcome{state: Failed, err: pe}) // a panic is never discarded, even after cancellation
-	s.panicked(st, pe)
-	if s.sem != nil {
-		s.sem.Release(1) // after the panic has cancelled the scope, as in finish
-	}
-	s.done()
 }

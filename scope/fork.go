@@ -1,0 +1,229 @@
+package scope
+
+import "context"
+
+// Fork runs fn in a new goroutine with the scope's context and returns its [Subtask].
+//
+// On a scope that is already cancelled fn does not run and the subtask is Cancelled at once. With
+// [WithLimit], Fork blocks until a slot is free, and returns a Cancelled subtask without running
+// fn if the scope is cancelled while it waits; a subtask that is forked once a slot frees runs on
+// the goroutine of the subtask that freed it, so a limited scope starts no more goroutines than
+// its limit needs. A custom [Joiner]'s OnFork runs first, on the caller's goroutine. Fork may be
+// called by the owner and by the scope's subtasks until Join has returned; after that it panics
+// with "scope: fork after join" (or "scope: fork after close" once Close has run). It panics if
+// fn is nil.
+//
+// If fn panics, the panic is recovered, cancels the scope at once, and is re-raised as a
+// [*PanicError] by Join on the owner's goroutine (see [PanicsAsErrors]).
+func Fork[T any](s *Scope, fn func(ctx context.Context) (T, error)) *Subtask[T] {
+	s.mustBeOpen()
+	if fn == nil {
+		panic("scope: Fork: nil function")
+	}
+	st := &Subtask[T]{fn: fn}
+	if s.admit(st) {
+		go run(s, subtask(st))
+	}
+	return st
+}
+
+// Go is [Fork] for a function that returns only an error, shaped like errgroup's Go to ease
+// migration: `g.Go(func() error {...})` becomes `s.Go(func(ctx context.Context) error {...})`.
+// The subtask's value is struct{}.
+func (s *Scope) Go(fn func(ctx context.Context) error) *Subtask[struct{}] {
+	s.mustBeOpen()
+	if fn == nil {
+		panic("scope: Go: nil function")
+	}
+	st := &Subtask[struct{}]{fn: fn}
+	if s.admit(st) {
+		go run(s, subtask(st))
+	}
+	return st
+}
+
+// TryFork is [Fork] that never blocks: with [WithLimit] and no free slot it forks nothing and
+// returns nil and false (fn does not run, and OnFork is not called). Otherwise it forks as Fork
+// does and returns the subtask and true: without a limit it always forks, and on a cancelled
+// scope it returns a Cancelled subtask and true. After Join or Close it panics like Fork.
+// (errgroup's TryGo.)
+func TryFork[T any](s *Scope, fn func(ctx context.Context) (T, error)) (*Subtask[T], bool) {
+	s.mustBeOpen()
+	if fn == nil {
+		panic("scope: TryFork: nil function")
+	}
+	st := &Subtask[T]{fn: fn}
+	start, forked := s.tryAdmit(st)
+	if !forked {
+		return nil, false
+	}
+	if start {
+		go run(s, subtask(st))
+	}
+	return st, true
+}
+
+// TryGo is [Scope.Go] that never blocks, as [TryFork] is Fork: with [WithLimit] and no free slot it
+// forks nothing and reports false.
+func (s *Scope) TryGo(fn func(ctx context.Context) error) bool {
+	s.mustBeOpen()
+	if fn == nil {
+		panic("scope: TryGo: nil function")
+	}
+	st := &Subtask[struct{}]{fn: fn}
+	start, forked := s.tryAdmit(st)
+	if start {
+		go run(s, subtask(st))
+	}
+	return forked
+}
+
+// admit decides a fork: it returns true when the subtask is counted in and must be started, or
+// settles it as Failed (OnFork's error) or Cancelled, or hands it to the goroutine that frees a
+// slot, and returns false. A limited scope's fork waits for a slot.
+func (s *Scope) admit(t subtask) bool {
+	if s.slots == nil {
+		if _, ok := s.policy.(custom); !ok {
+			return s.count(t)
+		}
+	}
+	return s.admitSlow(t)
+}
+
+// count counts a fork in, or refuses it if the scope is joined, closed or cancelled. Count first,
+// check after: one atomic operation on the common path.
+func (s *Scope) count(t subtask) bool {
+	if f := s.state.Add(1); f&(flagJoined|flagClosed|flagCancelled) != 0 || s.ctx.Err() != nil {
+		s.done()
+		if f&(flagJoined|flagClosed) != 0 {
+			panic(forkAfter(f))
+		}
+		s.ended()
+		t.settle(s.rec.cancelled)
+		return false
+	}
+	return true
+}
+
+// admitSlow is admit with a custom Joiner's OnFork or a WithLimit slot to get first.
+func (s *Scope) admitSlow(t subtask) bool {
+	if f := s.state.Load(); f&(flagJoined|flagClosed) != 0 {
+		panic(forkAfter(f))
+	}
+	if !s.onFork(t) {
+		return false
+	}
+	if s.slots == nil {
+		return s.count(t)
+	}
+	if s.slots.TryAcquire(1) {
+		if !s.count(t) {
+			s.slots.Release(1)
+			return false
+		}
+		return true
+	}
+	// Wait for a slot, counted in already: Join waits for us (our caller is the owner, not in
+	// Join, or a subtask, counted itself).
+	if !s.count(t) {
+		return false
+	}
+	taken, err := s.slots.AcquireFor(s.ctx, 1, t)
+	switch {
+	case taken:
+		return false // a finishing subtask's goroutine runs it (see finish)
+	case err == nil && !s.ended():
+		return true
+	case err == nil:
+		s.slots.Release(1) // granted as the scope was cancelled: of no use
+	}
+	// Only a done context makes the wait fail: the scope is cancelled.
+	s.ended()
+	t.settle(s.rec.cancelled)
+	s.done()
+	return false
+}
+
+// tryAdmit is admit for TryFork and TryGo: forked is false when a limited scope has no free
+// slot, in which case nothing happened. A cancelled scope forks (a Cancelled subtask), like Fork.
+func (s *Scope) tryAdmit(t subtask) (start, forked bool) {
+	if s.slots == nil || s.ctx.Err() != nil {
+		return s.admit(t), true // never waits: a cancelled scope refuses at once
+	}
+	if f := s.state.Load(); f&(flagJoined|flagClosed) != 0 {
+		panic(forkAfter(f))
+	}
+	if !s.slots.TryAcquire(1) {
+		return false, false
+	}
+	if !s.onFork(t) || !s.count(t) {
+		s.slots.Release(1)
+		return false, true
+	}
+	return true, true
+}
+
+// onFork asks a custom Joiner about a fork and reports whether the fork goes on; when it does
+// not, the subtask is settled: Failed with OnFork's error (or its panic), or Cancelled.
+func (s *Scope) onFork(t subtask) bool {
+	p, ok := s.policy.(custom)
+	if !ok {
+		return true
+	}
+	// Runs on the forking goroutine: the owner, which is not in Join, or a subtask, which is
+	// counted, so Join cannot finish meanwhile.
+	pe, err := s.ask(func() error { return p.j.OnFork(t) })
+	switch {
+	case pe != nil:
+		// The Joiner failed like a subtask that panics: Failed, kept, the scope cancelled.
+		t.settle(&outcome{state: Failed, err: pe})
+		s.panicked(t, pe)
+		return false
+	case err == nil:
+		return true
+	case s.ended():
+		t.settle(s.rec.cancelled)
+	default:
+		t.settle(&outcome{state: Failed, err: err})
+		s.failed(t, err)
+	}
+	return false
+}
+
+func forkAfter(flags uint64) string {
+	if flags&flagClosed != 0 {
+		return "scope: fork after close"
+	}
+	return "scope: fork after join"
+}
+
+// finish ends a subtask's time in the scope, once complete has settled it: it frees the
+// subtask's slot — to the blocked fork it goes to, whose subtask this goroutine then runs next,
+// so that a limited scope of many short subtasks costs no goroutine start per subtask — and
+// counts the subtask out. The slot goes only now that the policy has decided: a fork waiting
+// for it must not start between a failure and the cancellation the policy makes of it.
+func (s *Scope) finish() (next subtask) {
+	if s.slots != nil {
+		next = s.takeNext()
+	}
+	s.done() // after the hand-off: the count never touches zero while a subtask changes hands
+	return next
+}
+
+// takeNext gives a finished subtask's slot back and returns the subtask of the blocked fork it
+// went to, to run on this goroutine. A fork it went to after the scope was cancelled is Cancelled
+// here without running (it was forked after the cancellation), and the slot passes on.
+func (s *Scope) takeNext() subtask {
+	for {
+		owner := s.slots.ReleaseAndTake(1)
+		if owner == nil {
+			return nil
+		}
+		t := owner.(subtask)
+		if !s.ended() {
+			return t
+		}
+		t.settle(s.rec.cancelled)
+		s.done() // its Fork counted it in
+	}
+}
