@@ -281,3 +281,67 @@ func BenchmarkScopeParkedMemory(b *testing.B) {
 		}, wg.Wait)
 	})
 }
+
+// BenchmarkScopeLimitThroughput: 100,000 tasks of about 1µs through a limit of 40, one Fork (or
+// Go) per task on a scope with WithLimit(40), against conc's pool.WithMaxGoroutines(40) and
+// errgroup's SetLimit(40). The fork blocks while every slot is taken, as theirs do.
+func BenchmarkScopeLimitThroughput(b *testing.B) {
+	const limit = 40
+	tasks := sized(100_000, 10_000)
+	ctx := context.Background()
+	b.Run("impl=scope.Fork", func(b *testing.B) {
+		calibrate(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			s := scope.Open(ctx, scope.WithLimit(limit))
+			for range tasks {
+				scope.Fork(s, func(context.Context) (struct{}, error) { work(); return struct{}{}, nil })
+			}
+			if err := s.Join(); err != nil {
+				b.Fatal(err)
+			}
+			s.Close()
+		}
+	})
+	b.Run("impl=scope.Go", func(b *testing.B) {
+		calibrate(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			s := scope.Open(ctx, scope.WithLimit(limit))
+			for range tasks {
+				s.Go(func(context.Context) error { work(); return nil })
+			}
+			if err := s.Join(); err != nil {
+				b.Fatal(err)
+			}
+			s.Close()
+		}
+	})
+	b.Run("impl=conc", func(b *testing.B) {
+		calibrate(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			p := pool.New().WithContext(ctx).WithCancelOnError().WithMaxGoroutines(limit)
+			for range tasks {
+				p.Go(func(context.Context) error { work(); return nil })
+			}
+			if err := p.Wait(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("impl=errgroup", func(b *testing.B) {
+		calibrate(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			g, _ := errgroup.WithContext(ctx)
+			g.SetLimit(limit)
+			for range tasks {
+				g.Go(func() error { work(); return nil })
+			}
+			if err := g.Wait(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
