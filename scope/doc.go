@@ -38,7 +38,9 @@
 // parent scope. Context values (see package scopedvalue) bound where the scope was opened are
 // what every fork sees.
 //
-// [All], [Race] and [Map] cover the common shapes in one call.
+// [All], [Race] and [Map] cover the common shapes in one call; [Stream] runs a function over an
+// iterator concurrently and yields the results in input order, in constant memory. [TryFork] and
+// [Scope.TryGo] fork only when a [WithLimit] slot is free.
 //
 // A Scope is owned by the goroutine that opened it: Join and Close belong to the owner; Fork may
 // also be called from the scope's own subtasks until Join has returned. Subtask methods are safe

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strings"
@@ -423,4 +425,59 @@ func ExampleJoiner_onTimeout() {
 	slices.Sort(h.replies)
 	fmt.Println(err, h.replies)
 	// Output: <nil> [reply after 1ms reply after 2ms]
+}
+
+// Stream results to an HTTP response in input order while at most four lookups run at once:
+// each line is written as soon as it and every line before it are ready, and a client that goes
+// away (a failed write) ends the loop, which cancels and waits for the lookups still running.
+func ExampleStream_httpResponse() {
+	lookup := func(ctx context.Context, id int) (string, error) {
+		time.Sleep(time.Duration(5-id) * time.Millisecond) // later ids answer sooner
+		return fmt.Sprintf("user %d", id), ctx.Err()
+	}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ids := slices.Values([]int{1, 2, 3, 4, 5})
+		for name, err := range scope.Stream(r.Context(), ids, lookup, scope.WithLimit(4)) {
+			if err != nil {
+				fmt.Fprintln(w, "error:", err)
+				return
+			}
+			if _, err := fmt.Fprintln(w, name); err != nil {
+				return // the client is gone: breaking out cancels the rest
+			}
+		}
+	})
+	rec := httptest.NewRecorder()
+	handler.ServeHTTP(rec, httptest.NewRequest("GET", "/users", nil))
+	fmt.Print(rec.Body.String())
+	// Output:
+	// user 1
+	// user 2
+	// user 3
+	// user 4
+	// user 5
+}
+
+// A pipeline of two Streams: the second stage's input is the first stage's output, and each stage
+// runs its own calls concurrently while the order is kept end to end.
+func ExampleStream_pipeline() {
+	ctx := context.Background()
+	fetch := func(_ context.Context, id int) (string, error) { return fmt.Sprintf("doc-%d", id), nil }
+	measure := func(_ context.Context, doc string) (int, error) { return len(doc), nil }
+
+	// The first stage's pairs become the second stage's input; a failure there would stop it.
+	docs := func(yield func(string) bool) {
+		for doc, err := range scope.Stream(ctx, slices.Values([]int{7, 42, 1000}), fetch) {
+			if err != nil || !yield(doc) {
+				return
+			}
+		}
+	}
+	for n, err := range scope.Stream(ctx, docs, measure) {
+		fmt.Println(n, err)
+	}
+	// Output:
+	// 5 <nil>
+	// 6 <nil>
+	// 8 <nil>
 }

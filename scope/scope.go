@@ -118,20 +118,26 @@ func Open(ctx context.Context, opts ...Option) *Scope {
 	if ctx == nil {
 		panic("scope: Open: nil context")
 	}
-	s := &Scope{policy: failFast{}}
-	if len(opts) > 0 {
-		ctx = s.configure(ctx, opts)
+	if len(opts) == 0 {
+		s := &Scope{policy: failFast{}}
+		s.ctx, s.cancel = context.WithCancelCause(ctx)
+		return s
 	}
-	s.ctx, s.cancel = context.WithCancelCause(ctx)
-	return s
+	return open(ctx, collect(opts))
 }
 
-// configure applies opts and returns the parent for the scope's own context.
-func (s *Scope) configure(ctx context.Context, opts []Option) context.Context {
+// collect applies opts to a fresh config.
+func collect(opts []Option) *config {
 	c := new(config) // every default is the zero value
 	for _, opt := range opts {
 		opt(c)
 	}
+	return c
+}
+
+// open starts a scope configured by c.
+func open(ctx context.Context, c *config) *Scope {
+	s := &Scope{policy: failFast{}}
 	if c.policy != nil {
 		s.policy = c.policy
 	}
@@ -139,17 +145,17 @@ func (s *Scope) configure(ctx context.Context, opts []Option) context.Context {
 	if c.limit > 0 {
 		s.slots = sema.New(int64(c.limit), true)
 	}
-	if c.name == "" && !c.hasTimeout {
-		return ctx
+	if c.name != "" || c.hasTimeout {
+		s.opts = &settings{name: c.name, parent: ctx}
+		if c.hasTimeout {
+			// The deadline's context sits between the parent and ours: when it fires our
+			// context's Err is DeadlineExceeded and its cause ErrTimeout.
+			s.opts.deadline, s.opts.stop = context.WithDeadlineCause(ctx, time.Now().Add(c.timeout), ErrTimeout)
+			ctx = s.opts.deadline
+		}
 	}
-	s.opts = &settings{name: c.name, parent: ctx}
-	if c.hasTimeout {
-		// The deadline's context sits between the parent and ours: when it fires our context's
-		// Err is DeadlineExceeded and its cause ErrTimeout.
-		s.opts.deadline, s.opts.stop = context.WithDeadlineCause(ctx, time.Now().Add(c.timeout), ErrTimeout)
-		return s.opts.deadline
-	}
-	return ctx
+	s.ctx, s.cancel = context.WithCancelCause(ctx)
+	return s
 }
 
 // mustBeOpen panics for a Scope that Open did not make: the zero value, or nil.
