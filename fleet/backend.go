@@ -11,7 +11,9 @@ import (
 // methods are safe for concurrent use. A method that fails returns an error (any error: the
 // Semaphore treats them all as "the backend is unreachable"), and never blocks for longer than
 // its ctx or its own client timeout allow. A method whose reply is lost may be retried with the
-// same arguments and must then have the same effect as one call.
+// same arguments and must then have the same effect as one call (a repeated Acquire of a lease
+// it granted grants that one lease again, and may answer with a new token: the first answer
+// never reached anyone).
 //
 // The state of one name: the leases that hold its permits (each with an expiry on the backend's
 // clock), the queue of requests waiting for them in arrival order, a fencing-token counter and an

@@ -1,0 +1,126 @@
+package redisfleet_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/goloom/loom/internal/redistest"
+)
+
+// TestChaos runs eight replica processes (four workers each) against one Redis and one upstream
+// with a capacity of ten, and then, mid-run, kills two replicas with SIGKILL while they hold
+// permits, and later restarts Redis with its data lost. It asserts that the upstream never sees
+// more than ten calls at once in any phase, that the killed replicas' permits are usable again
+// within a lease TTL plus a second, that after the restart the bound holds and the fleet is back
+// at full capacity within two TTLs, and that the survivors end cleanly with no goroutine left
+// (each replica's TestMain runs goleak). The figures are logged.
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 15 s of multi-process chaos")
+	}
+	const (
+		replicas = 8
+		workers  = 4
+		capacity = 10
+		lease    = time.Second
+		hold     = 20 * time.Millisecond
+	)
+	srv := redistest.Start(t)
+	up := startUpstream(t, capacity, hold)
+	var rs []*replica
+	for i := range replicas {
+		rs = append(rs, startReplica(t, replicaConfig{
+			ID: i, Redis: srv.Addr, Upstream: up.URL, Name: "chaos", Capacity: capacity, Lease: lease, Workers: workers,
+		}))
+	}
+	// Every replica is calling (the first use of the name costs one TTL).
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; i < replicas; {
+		if up.starts[i].Load() > 0 {
+			i++
+			continue
+		}
+		require.True(t, time.Now().Before(deadline), "replica %d never called:\n%s", i, rs[i].out.String())
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	type phase struct {
+		name     string
+		began    time.Time
+		took     time.Duration
+		recovery string
+	}
+	var phases []phase
+	begin := func(ph int, name string, notBefore time.Time) {
+		now := time.Now()
+		if len(phases) > 0 {
+			phases[len(phases)-1].took = now.Sub(phases[len(phases)-1].began)
+		}
+		up.enter(ph, notBefore)
+		phases = append(phases, phase{name: name, began: now})
+	}
+
+	begin(0, "steady, 8 replicas", time.Now())
+	time.Sleep(2 * time.Second)
+
+	// Phase 1: SIGKILL two replicas while both have calls in flight, so their leases are stuck.
+	deadline = time.Now().Add(10 * time.Second)
+	for up.perReplica[0].Load() == 0 || up.perReplica[1].Load() == 0 {
+		require.True(t, time.Now().Before(deadline), "replicas 0 and 1 never had calls in flight together")
+		time.Sleep(100 * time.Microsecond)
+	}
+	killed := time.Now()
+	rs[0].kill()
+	rs[1].kill()
+	for up.perReplica[0].Load() > 0 || up.perReplica[1].Load() > 0 { // their connections are closed
+		time.Sleep(time.Millisecond)
+	}
+	stuck := capacity - up.inFlight.Load()
+	begin(1, "2 replicas SIGKILLed", time.Now())
+	at, ok := up.waitFull(1, lease+3*time.Second)
+	require.True(t, ok, "the killed replicas' permits never came back")
+	killRecovery := at.Sub(killed)
+	phases[1].recovery = fmt.Sprintf("full capacity again %v after the kill (leases of the dead: up to %d)", killRecovery.Round(time.Millisecond), stuck)
+	assert.Less(t, killRecovery, lease+time.Second, "the killed replicas' capacity is usable again within TTL + 1s")
+	time.Sleep(time.Second)
+
+	// Phase 2: Redis restarts and loses everything.
+	restarted := time.Now()
+	srv.Restart()
+	// Calls granted before the loss end within the hold time; from then on, reaching the
+	// capacity means new grants after the pause.
+	begin(2, "Redis restarted, data lost", restarted.Add(5*hold))
+	at, ok = up.waitFull(2, 4*lease)
+	require.True(t, ok, "the fleet never got back to full capacity after the restart")
+	restartRecovery := at.Sub(restarted)
+	phases[2].recovery = fmt.Sprintf("full capacity again %v after the restart", restartRecovery.Round(time.Millisecond))
+	assert.Less(t, restartRecovery, 2*lease, "throughput recovers within two TTLs")
+	time.Sleep(500 * time.Millisecond)
+
+	begin(3, "after the restart", time.Now())
+	time.Sleep(1500 * time.Millisecond)
+	begin(4, "", time.Now()) // closes phase 3's clock
+	phases = phases[:len(phases)-1]
+
+	var report strings.Builder
+	fmt.Fprintf(&report, "\n%-28s %8s %14s %8s %9s  %s\n", "phase", "length", "most in flight", "calls", "calls/s", "recovery")
+	for i, ph := range phases {
+		calls := up.calls[i].Load()
+		fmt.Fprintf(&report, "%-28s %8v %11d/%d %8d %9.0f  %s\n", ph.name, ph.took.Round(time.Millisecond),
+			up.most[i].Load(), capacity, calls, float64(calls)/ph.took.Seconds(), ph.recovery)
+	}
+	for i := 2; i < replicas; i++ {
+		st, err := rs[i].stop(t, 15*time.Second)
+		require.NoError(t, err, "survivor %d did not end cleanly (a goroutine left behind fails its goleak check)", i)
+		fmt.Fprintf(&report, "replica %d: %v\n", i, st)
+	}
+	t.Log(report.String())
+	for i := range phases {
+		assert.LessOrEqual(t, up.most[i].Load(), int64(capacity), "phase %q: the upstream saw more than the capacity", phases[i].name)
+	}
+}

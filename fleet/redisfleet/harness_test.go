@@ -1,0 +1,299 @@
+package redisfleet_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/fleet/redisfleet"
+)
+
+// The multi-process harness: the test binary runs itself again as replica processes
+// (TestReplica, selected by the environment variable below), each with its own Redis client and
+// Semaphore and several workers calling a fake upstream that the parent serves on loopback and
+// that counts the calls in flight.
+
+const replicaEnv = "LOOM_FLEET_REPLICA" // its value: the replica's configuration, as JSON
+
+type replicaConfig struct {
+	ID       int
+	Redis    string
+	Upstream string
+	Name     string
+	Capacity int64
+	Lease    time.Duration
+	Workers  int
+}
+
+// guarded is a replica's one call path: fn runs while it holds a fleet permit, under a context
+// that ends if the lease is lost. Routing it through the limiter instead is this one function:
+//
+//	api := limiter.New(workers, limiter.WithFleet(sem), limiter.WithAcquireTimeout(2*time.Second))
+//	return func(ctx context.Context, fn func(context.Context) error) error { return api.Do(ctx, fn) }
+func guarded(sem *fleet.Semaphore) func(context.Context, func(context.Context) error) error {
+	return func(ctx context.Context, fn func(context.Context) error) error {
+		p, err := sem.AcquireTimeout(ctx, 1, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer p.Release()
+		ctx, stop := p.WithContext(ctx)
+		defer stop()
+		return fn(ctx)
+	}
+}
+
+// TestReplica is a replica process of TestChaos and TestFairnessAcrossProcesses; run directly, it
+// skips. It works until its stdin closes, then closes everything, prints its Stats on a line
+// starting with "STATS " and ends; TestMain's goleak check then fails the process if a goroutine
+// is left.
+func TestReplica(t *testing.T) {
+	raw := os.Getenv(replicaEnv)
+	if raw == "" {
+		t.Skip("runs only as a replica process of the multi-process tests")
+	}
+	var cfg replicaConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{
+		Addr: cfg.Redis, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond,
+	})
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("replica", cfg.ID)
+	sem := fleet.New(redisfleet.New(rdb), cfg.Name, cfg.Capacity, fleet.WithLease(cfg.Lease), fleet.WithLogger(logger))
+	transport := &http.Transport{MaxIdleConnsPerHost: cfg.Workers}
+	client := &http.Client{Transport: transport}
+	call := guarded(sem)
+
+	ctx, stop := context.WithCancel(context.Background())
+	go func() { // the parent closes stdin to stop us
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
+	var wg sync.WaitGroup
+	var calls, refused atomic.Int64
+	for range cfg.Workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				err := call(ctx, func(ctx context.Context) error {
+					req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Upstream, nil)
+					if err != nil {
+						return err
+					}
+					req.Header.Set("X-Replica", strconv.Itoa(cfg.ID))
+					resp, err := client.Do(req)
+					if err != nil {
+						return err
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					return resp.Body.Close()
+				})
+				switch {
+				case err == nil:
+					calls.Add(1)
+				case errors.Is(err, fleet.ErrUnavailable), errors.Is(err, fleet.ErrTimeout):
+					refused.Add(1)
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := sem.Close(); err != nil {
+		logger.Warn("close", "error", err)
+	}
+	_ = rdb.Close()
+	transport.CloseIdleConnections()
+	st := sem.Stats()
+	out, _ := json.Marshal(map[string]any{"stats": st, "calls": calls.Load(), "refused": refused.Load()})
+	fmt.Printf("STATS %s\n", out)
+}
+
+// replica is a running replica process.
+type replica struct {
+	id    int
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *syncBuffer
+	done  chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startReplica(t *testing.T, cfg replicaConfig) *replica {
+	t.Helper()
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReplica$", "-test.count=1", "-test.timeout=5m")
+	cmd.Env = append(os.Environ(), replicaEnv+"="+string(raw))
+	out := new(syncBuffer)
+	cmd.Stdout, cmd.Stderr = out, out
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{id: cfg.ID, cmd: cmd, stdin: stdin, out: out, done: make(chan error, 1)}
+	go func() { r.done <- cmd.Wait() }()
+	t.Cleanup(func() { // whatever happened, no replica outlives the test
+		_ = cmd.Process.Kill()
+		<-r.done
+		r.done <- nil
+	})
+	return r
+}
+
+// kill ends the replica at once, as a crash does: nothing is released.
+func (r *replica) kill() {
+	_ = r.cmd.Process.Kill()
+}
+
+// stop asks the replica to finish and returns its STATS line's JSON.
+func (r *replica) stop(t *testing.T, within time.Duration) (map[string]any, error) {
+	t.Helper()
+	_ = r.stdin.Close()
+	select {
+	case err := <-r.done:
+		r.done <- err
+		if err != nil {
+			return nil, fmt.Errorf("replica %d: %v\n%s", r.id, err, r.out.String())
+		}
+	case <-time.After(within):
+		return nil, fmt.Errorf("replica %d did not stop within %v\n%s", r.id, within, r.out.String())
+	}
+	sc := bufio.NewScanner(strings.NewReader(r.out.String()))
+	for sc.Scan() {
+		if line, ok := strings.CutPrefix(sc.Text(), "STATS "); ok {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				return nil, err
+			}
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("replica %d printed no stats\n%s", r.id, r.out.String())
+}
+
+// upstream is the fake API the replicas call: it holds each call for a while and counts the
+// calls in flight, in total and per replica, and per phase of the test the most at once.
+type upstream struct {
+	URL      string
+	hold     time.Duration
+	capacity int64
+	srv      *http.Server
+	l        net.Listener
+	served   sync.WaitGroup
+
+	inFlight   atomic.Int64
+	phase      atomic.Int32
+	most       [8]atomic.Int64
+	calls      [8]atomic.Int64
+	full       [8]atomic.Int64 // unix nanoseconds when the calls in flight first reached the capacity in the phase (0: not yet)
+	fullAfter  [8]atomic.Int64 // unix nanoseconds before which reaching the capacity does not count as full
+	perReplica [32]atomic.Int64
+	starts     [32]atomic.Int64
+}
+
+func startUpstream(t *testing.T, capacity int64, hold time.Duration) *upstream {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upstream{URL: "http://" + l.Addr().String() + "/", hold: hold, capacity: capacity, l: l}
+	u.srv = &http.Server{Handler: http.HandlerFunc(u.serve)}
+	u.served.Add(1)
+	go func() {
+		defer u.served.Done()
+		_ = u.srv.Serve(l)
+	}()
+	t.Cleanup(func() {
+		_ = u.srv.Close()
+		u.served.Wait()
+	})
+	return u
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	id, _ := strconv.Atoi(r.Header.Get("X-Replica"))
+	id %= len(u.perReplica)
+	ph := u.phase.Load()
+	u.starts[id].Add(1)
+	u.perReplica[id].Add(1)
+	n := u.inFlight.Add(1)
+	for old := u.most[ph].Load(); n > old && !u.most[ph].CompareAndSwap(old, n); old = u.most[ph].Load() {
+	}
+	if now := time.Now().UnixNano(); n >= u.capacity && now >= u.fullAfter[ph].Load() {
+		u.full[ph].CompareAndSwap(0, now)
+	}
+	t := time.NewTimer(u.hold)
+	select {
+	case <-t.C:
+	case <-r.Context().Done(): // the caller gave up (its lease was lost) or died
+		t.Stop()
+	}
+	// Out of flight before the reply leaves, so a caller never releases its permit while it is
+	// still counted here.
+	u.inFlight.Add(-1)
+	u.perReplica[id].Add(-1)
+	u.calls[ph].Add(1)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// enter starts phase ph: its peak starts from what is in flight now; reaching the capacity
+// counts as "full" only from notBefore on.
+func (u *upstream) enter(ph int, notBefore time.Time) {
+	u.fullAfter[ph].Store(notBefore.UnixNano())
+	u.most[ph].Store(u.inFlight.Load())
+	u.phase.Store(int32(ph))
+}
+
+// waitFull waits until the calls in flight have reached the capacity in phase ph and returns
+// when that happened, or false after within.
+func (u *upstream) waitFull(ph int, within time.Duration) (time.Time, bool) {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if at := u.full[ph].Load(); at != 0 {
+			return time.Unix(0, at), true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Time{}, false
+}

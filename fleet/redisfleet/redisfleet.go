@@ -1,0 +1,278 @@
+// Package redisfleet is the Redis backend of package fleet: fleet-wide semaphores of leased
+// permits, and fleet-wide rate buckets, kept in Redis by Lua scripts.
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+//	sem := fleet.New(redisfleet.New(rdb), "llm-api", 40)
+//
+// It works on a single node, with Sentinel and with Cluster: every key of a name carries the name
+// as its hash tag ("fleet:{NAME}:..."), so one name lives in one slot. Each operation is one
+// script, run with EVALSHA (EVAL when Redis answers NOSCRIPT, after a restart or a SCRIPT FLUSH),
+// atomic on the server, and reads the server's clock (TIME) for every expiry; no client clock is
+// ever compared with another. The scripts purge expired leases and dead queue entries themselves,
+// so nothing grows without bound: a name's state is a few small keys whatever the traffic, and
+// empty sets disappear on their own. A name keeps one small hash (its epoch and token counter)
+// for as long as Redis keeps its data.
+//
+// Wake-ups travel by Redis pub/sub (one subscription per waiting Semaphore), as hints only:
+// waiters also ask again at the times the scripts give, so a lost message or a dropped connection
+// costs latency, never a permit.
+//
+// Timeouts: a Semaphore passes the caller's ctx to every call of an Acquire. go-redis applies a
+// ctx's deadline to the network only with Options.ContextTimeoutEnabled; without it, the
+// client's ReadTimeout and WriteTimeout bound each call (and its retries) instead. Either way a
+// call never hangs. Run Redis with maxmemory-policy noeviction (or without maxmemory): an evicted
+// key is a loss of data, which the scripts survive only if the whole state of a name goes at
+// once.
+//
+// It needs Redis 5.0 or later (tested with 7.0).
+package redisfleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/goloom/loom/fleet"
+)
+
+// New returns a [fleet.Backend] on the Redis behind c: a *redis.Client, a *redis.ClusterClient,
+// a failover (Sentinel) client or a *redis.Ring (for a Ring, a name's keys go to one shard by its
+// hash tag). The backend keeps no state of its own; many Semaphores and Rates may share it, and c
+// may serve other uses too. It panics if c is nil.
+func New(c redis.UniversalClient) fleet.Backend {
+	if c == nil {
+		panic("redisfleet: New: nil client")
+	}
+	return &backend{c: c}
+}
+
+type backend struct {
+	c redis.UniversalClient
+}
+
+func member(l fleet.Lease) string {
+	return l.ID + ":" + strconv.FormatInt(l.Capacity, 10) + ":" + strconv.FormatInt(l.N, 10)
+}
+
+// idOf returns the lease ID of a member.
+func idOf(m string) string {
+	i := strings.LastIndexByte(m, ':')
+	if i < 0 {
+		return m
+	}
+	j := strings.LastIndexByte(m[:i], ':')
+	if j < 0 {
+		return m
+	}
+	return m[:j]
+}
+
+func micros(d time.Duration) string {
+	return strconv.FormatInt(d.Microseconds(), 10)
+}
+
+func checkName(op, name string) error {
+	if name == "" {
+		return fmt.Errorf("redisfleet: %s: empty name", op)
+	}
+	return nil
+}
+
+func (b *backend) Acquire(ctx context.Context, req fleet.AcquireRequest) (fleet.AcquireReply, error) {
+	if err := checkName("Acquire", req.Name); err != nil {
+		return fleet.AcquireReply{}, err
+	}
+	k := keysOf(req.Name)
+	wait := "0"
+	if req.Wait {
+		wait = "1"
+	}
+	v, err := acquireScript.Run(ctx, b.c, k.sem, member(req.Lease), micros(req.TTL), wait, k.channel).Slice()
+	if err != nil {
+		return fleet.AcquireReply{}, err
+	}
+	return parseAcquire(v)
+}
+
+// parseAcquire reads the acquire script's reply: {1, token, epoch} or {0, retry-in µs, epoch}.
+func parseAcquire(v []any) (fleet.AcquireReply, error) {
+	if len(v) != 3 {
+		return fleet.AcquireReply{}, fmt.Errorf("redisfleet: acquire: reply of %d elements", len(v))
+	}
+	var n [3]int64
+	for i := range n {
+		x, ok := v[i].(int64)
+		if !ok {
+			return fleet.AcquireReply{}, fmt.Errorf("redisfleet: acquire: element %d of the reply is %T", i, v[i])
+		}
+		n[i] = x
+	}
+	switch {
+	case n[0] == 1 && n[1] > 0:
+		return fleet.AcquireReply{Granted: true, Token: uint64(n[1]), Epoch: n[2]}, nil
+	case n[0] == 0 && n[1] > 0:
+		return fleet.AcquireReply{RetryIn: microsToDuration(n[1]), Epoch: n[2]}, nil
+	default:
+		return fleet.AcquireReply{}, fmt.Errorf("redisfleet: acquire: bad reply %v", v)
+	}
+}
+
+func (b *backend) Renew(ctx context.Context, req fleet.RenewRequest) (fleet.RenewReply, error) {
+	if err := checkName("Renew", req.Name); err != nil {
+		return fleet.RenewReply{}, err
+	}
+	if len(req.Leases) == 0 {
+		return fleet.RenewReply{}, errors.New("redisfleet: Renew: no leases")
+	}
+	k := keysOf(req.Name)
+	args := make([]any, 0, 2+3*len(req.Leases))
+	args = append(args, micros(req.TTL), k.channel)
+	for _, l := range req.Leases {
+		args = append(args, member(l), strconv.FormatUint(l.Token, 10), strconv.FormatInt(l.Epoch, 10))
+	}
+	v, err := renewScript.Run(ctx, b.c, k.sem, args...).Slice()
+	if err != nil {
+		return fleet.RenewReply{}, err
+	}
+	return parseRenew(v, len(req.Leases))
+}
+
+// parseRenew reads the renew script's reply: {epoch, status...}.
+func parseRenew(v []any, leases int) (fleet.RenewReply, error) {
+	if leases < 0 || len(v) != leases+1 {
+		return fleet.RenewReply{}, fmt.Errorf("redisfleet: renew: reply of %d elements for %d leases", len(v), leases)
+	}
+	epoch, ok := v[0].(int64)
+	if !ok {
+		return fleet.RenewReply{}, fmt.Errorf("redisfleet: renew: epoch is %T", v[0])
+	}
+	rep := fleet.RenewReply{Epoch: epoch, Status: make([]fleet.LeaseStatus, leases)}
+	for i := range leases {
+		switch v[i+1] {
+		case int64(0):
+			rep.Status[i] = fleet.LeaseLost
+		case int64(1):
+			rep.Status[i] = fleet.LeaseRenewed
+		case int64(2):
+			rep.Status[i] = fleet.LeaseReregistered
+		default:
+			return fleet.RenewReply{}, fmt.Errorf("redisfleet: renew: bad status %v", v[i+1])
+		}
+	}
+	return rep, nil
+}
+
+func (b *backend) Release(ctx context.Context, name string, leases []fleet.Lease) error {
+	if err := checkName("Release", name); err != nil {
+		return err
+	}
+	if len(leases) == 0 {
+		return nil
+	}
+	k := keysOf(name)
+	args := make([]any, 0, 1+len(leases))
+	args = append(args, k.channel)
+	for _, l := range leases {
+		args = append(args, member(l))
+	}
+	return releaseScript.Run(ctx, b.c, k.sem, args...).Err()
+}
+
+// Subscribe listens on the name's channel with a connection of its own. After a reconnect
+// (go-redis resubscribes by itself) it calls wake(""), as messages may have been missed.
+func (b *backend) Subscribe(ctx context.Context, name string, wake func(id string)) (func(), error) {
+	if err := checkName("Subscribe", name); err != nil {
+		return nil, err
+	}
+	if wake == nil {
+		panic("redisfleet: Subscribe: nil wake function")
+	}
+	ps := b.c.Subscribe(ctx, keysOf(name).channel)
+	if _, err := ps.Receive(ctx); err != nil { // the confirmation: from here on, nothing is missed
+		_ = ps.Close()
+		return nil, err
+	}
+	msgs := ps.ChannelWithSubscriptions()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m := range msgs {
+			switch m := m.(type) {
+			case *redis.Message:
+				wake(idOf(m.Payload))
+			case *redis.Subscription:
+				wake("")
+			}
+		}
+	}()
+	return func() {
+		_ = ps.Close()
+		<-done
+	}, nil
+}
+
+func rateArgs(perSecond float64, burst int64) (interval, size string) {
+	return strconv.FormatFloat(1e6/perSecond, 'f', 3, 64), strconv.FormatInt(burst, 10)
+}
+
+func (b *backend) Reserve(ctx context.Context, req fleet.RateRequest) (fleet.RateReply, error) {
+	if err := checkName("Reserve", req.Name); err != nil {
+		return fleet.RateReply{}, err
+	}
+	if !(req.PerSecond > 0) || req.Burst < 1 {
+		return fleet.RateReply{}, fmt.Errorf("redisfleet: Reserve: bad rate %v, burst %d", req.PerSecond, req.Burst)
+	}
+	interval, size := rateArgs(req.PerSecond, req.Burst)
+	maxWait := "-1"
+	if req.MaxWait >= 0 {
+		maxWait = micros(req.MaxWait)
+	}
+	v, err := reserveScript.Run(ctx, b.c, keysOf(req.Name).rate, interval, size, maxWait).Slice()
+	if err != nil {
+		return fleet.RateReply{}, err
+	}
+	return parseReserve(v)
+}
+
+// parseReserve reads the reserve script's reply: {1, delay µs, mark µs, thousandths} or
+// {0, delay µs}.
+func parseReserve(v []any) (fleet.RateReply, error) {
+	if len(v) < 2 {
+		return fleet.RateReply{}, fmt.Errorf("redisfleet: reserve: reply of %d elements", len(v))
+	}
+	var n [4]int64
+	for i := range v {
+		x, ok := v[i].(int64)
+		if !ok || i >= len(n) {
+			return fleet.RateReply{}, fmt.Errorf("redisfleet: reserve: bad reply %v", v)
+		}
+		n[i] = x
+	}
+	switch {
+	case n[1] < 0:
+		return fleet.RateReply{}, fmt.Errorf("redisfleet: reserve: bad reply %v", v)
+	case n[0] == 1 && len(v) == 4 && n[2] >= 0 && n[3] >= 0 && n[3] < 1000:
+		mark := strconv.FormatInt(n[2], 10) + "." + fmt.Sprintf("%03d", n[3])
+		return fleet.RateReply{OK: true, Delay: microsToDuration(n[1]), Mark: mark}, nil
+	case n[0] == 0 && len(v) == 2:
+		return fleet.RateReply{Delay: microsToDuration(n[1])}, nil
+	default:
+		return fleet.RateReply{}, fmt.Errorf("redisfleet: reserve: bad reply %v", v)
+	}
+}
+
+func (b *backend) CancelReservation(ctx context.Context, req fleet.RateCancel) error {
+	if err := checkName("CancelReservation", req.Name); err != nil {
+		return err
+	}
+	if _, err := strconv.ParseFloat(req.Mark, 64); err != nil || !(req.PerSecond > 0) || req.Burst < 1 {
+		return fmt.Errorf("redisfleet: CancelReservation: bad reservation %q (rate %v, burst %d)", req.Mark, req.PerSecond, req.Burst)
+	}
+	interval, size := rateArgs(req.PerSecond, req.Burst)
+	return cancelScript.Run(ctx, b.c, keysOf(req.Name).rate, interval, size, req.Mark).Err()
+}

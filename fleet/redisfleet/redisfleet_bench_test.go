@@ -1,0 +1,135 @@
+package redisfleet_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/fleet/redisfleet"
+	"github.com/goloom/loom/internal/redistest"
+)
+
+// BenchmarkAcquireRelease is an uncontended Acquire and Release (two scripts), against the
+// baseline of two bare EVALSHA round trips of a trivial script, on one connection to the same
+// Redis, in one run. ns/op is the loopback latency of the pair.
+func BenchmarkAcquireRelease(b *testing.B) {
+	srv := redistest.Start(b)
+	oneConn := func(o *redis.Options) { o.PoolSize, o.MinIdleConns = 1, 1 }
+	ctx := context.Background()
+
+	b.Run("baseline=evalsha-x2", func(b *testing.B) {
+		c := srv.Client(oneConn)
+		trivial := redis.NewScript("return 1")
+		if err := trivial.Load(ctx, c).Err(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := trivial.EvalSha(ctx, c, []string{"bench"}).Err(); err != nil {
+				b.Fatal(err)
+			}
+			if err := trivial.EvalSha(ctx, c, []string{"bench"}).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("fleet", func(b *testing.B) {
+		s := fleet.New(redisfleet.New(srv.Client(oneConn)), "bench", 8, fleet.WithLease(15*time.Second), fleet.WithLogger(nil))
+		defer s.Close()
+		warmUp(b, s)
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := s.Acquire(ctx, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Release()
+		}
+	})
+}
+
+// warmUp takes a new name past its first-use pause (one lease TTL) and loads the scripts.
+func warmUp(b *testing.B, s *fleet.Semaphore) {
+	b.Helper()
+	p, err := s.AcquireTimeout(context.Background(), 1, s.Lease()+5*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.Release()
+}
+
+// BenchmarkContention: 4 processes (each its own client and Semaphore) share a capacity of 8,
+// with 1, 4 or 16 workers each, every worker acquiring, holding 100µs and releasing. It reports
+// round trips (scripts sent) per permit, as counted by the Semaphores and by Redis: they must
+// not grow with the number of workers waiting in a process.
+func BenchmarkContention(b *testing.B) {
+	srv := redistest.Start(b)
+	admin := srv.Client()
+	for _, workers := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("procs=4/workers=%d", workers), func(b *testing.B) {
+			name := fmt.Sprintf("contention-%d", workers)
+			var sems []*fleet.Semaphore
+			for range 4 {
+				s := fleet.New(redisfleet.New(srv.Client()), name, 8, fleet.WithLease(15*time.Second), fleet.WithLogger(nil))
+				defer s.Close()
+				sems = append(sems, s)
+			}
+			warmUp(b, sems[0])
+			for _, s := range sems { // each process's scripts and subscription in place
+				warmUp(b, s)
+			}
+			var trips0 int64
+			for _, s := range sems {
+				trips0 += s.Stats().RoundTrips
+			}
+			scripts0 := scriptCalls(b, admin)
+			var left atomic.Int64
+			left.Store(int64(b.N))
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for _, s := range sems {
+				for range workers {
+					wg.Go(func() {
+						for left.Add(-1) >= 0 {
+							p, err := s.Acquire(context.Background(), 1)
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							time.Sleep(100 * time.Microsecond)
+							p.Release()
+						}
+					})
+				}
+			}
+			wg.Wait()
+			b.StopTimer()
+			var trips int64
+			for _, s := range sems {
+				trips += s.Stats().RoundTrips
+			}
+			b.ReportMetric(float64(trips-trips0)/float64(b.N), "trips/permit")
+			b.ReportMetric(float64(scriptCalls(b, admin)-scripts0)/float64(b.N), "scripts/permit")
+		})
+	}
+}
+
+// BenchmarkRateReserve is one reservation of a never-empty fleet bucket (one script).
+func BenchmarkRateReserve(b *testing.B) {
+	srv := redistest.Start(b)
+	r := fleet.NewRate(redisfleet.New(srv.Client(func(o *redis.Options) { o.PoolSize = 1 })), "bench", fleet.MaxRate, 1<<30)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := r.Reserve(ctx, 0)
+		if err != nil || !res.OK() {
+			b.Fatal(err)
+		}
+	}
+}
