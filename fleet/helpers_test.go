@@ -26,12 +26,14 @@ func newSem(t testing.TB, b fleet.Backend, name string, capacity int64, opts ...
 
 // partition wraps a backend as one process sees it: cut, every call fails at once (the process
 // is partitioned away, or dead: it can neither renew nor release); lose makes the next calls
-// reach the backend but lose their replies; deaf drops every wake-up message.
+// reach the backend but lose their replies; deaf drops every wake-up message; slow makes every
+// Acquire's reply take that long (nanoseconds) after the backend decided.
 type partition struct {
 	b    fleet.Backend
 	cut  atomic.Bool
 	lose atomic.Int32
 	deaf atomic.Bool
+	slow atomic.Int64
 }
 
 var errCut = errors.New("partition: cut")
@@ -63,6 +65,9 @@ func (p *partition) Acquire(ctx context.Context, req fleet.AcquireRequest) (flee
 		return fleet.AcquireReply{}, err
 	}
 	r, err := p.b.Acquire(ctx, req)
+	if d := p.slow.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
 	if err == nil && p.lost() {
 		return fleet.AcquireReply{}, errLostReply
 	}

@@ -31,7 +31,7 @@ func TestStressBoundAndNoPermitLeaked(t *testing.T) {
 	t.Parallel()
 	m := fleet.NewMemory()
 	const capacity = 6
-	var inUse, violations, acquired atomic.Int64
+	var inUse, violations, stuck, acquired atomic.Int64
 	stop := time.Now().Add(stressTime())
 	ctx, cancel := context.WithTimeout(context.Background(), stressTime()+10*time.Second)
 	defer cancel()
@@ -43,13 +43,21 @@ func TestStressBoundAndNoPermitLeaked(t *testing.T) {
 		for w := range 8 {
 			rng := rand.New(rand.NewPCG(uint64(proc), uint64(w)))
 			wg.Go(func() {
-				for time.Now().Before(stop) {
+				for time.Now().Before(stop) && violations.Load() == 0 { // a violation ends the run at once
 					n := 1 + rng.Int64N(3)
 					var p *fleet.Permit
 					var err error
 					switch rng.IntN(4) {
 					case 0:
-						p, err = s.Acquire(ctx, n)
+						// With permits coming back every few microseconds, a wait of half a
+						// second means a wake-up was lost.
+						c, cancelWait := context.WithTimeout(ctx, 500*time.Millisecond)
+						p, err = s.Acquire(c, n)
+						if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+							stuck.Add(1)
+							cancel()
+						}
+						cancelWait()
 					case 1:
 						p, err = s.AcquireTimeout(ctx, n, time.Duration(rng.IntN(300))*time.Microsecond)
 					case 2:
@@ -64,11 +72,9 @@ func TestStressBoundAndNoPermitLeaked(t *testing.T) {
 						continue
 					}
 					acquired.Add(1)
-					if inUse.Add(n) > capacity {
+					if inUse.Add(n) > capacity || m.Held("x") > capacity {
 						violations.Add(1)
-					}
-					if held := m.Held("x"); held > capacity {
-						violations.Add(1)
+						cancel() // a violation ends the run at once, waiters included
 					}
 					if rng.IntN(2) == 0 {
 						time.Sleep(time.Duration(rng.IntN(50)) * time.Microsecond)
@@ -84,6 +90,7 @@ func TestStressBoundAndNoPermitLeaked(t *testing.T) {
 	}
 	wg.Wait()
 	require.Zero(t, violations.Load(), "more than the capacity in use")
+	require.Zero(t, stuck.Load(), "a waiter waited half a second while permits came and went")
 	require.Greater(t, acquired.Load(), int64(100))
 	assert.Zero(t, m.Held("x"), "no permit leaked")
 	for _, s := range sems {
@@ -150,9 +157,9 @@ func TestStressReleaseRacingRenewal(t *testing.T) {
 // partition stopped the renewals): each permit ends exactly once, as released or as lost, and the
 // counts add up.
 func TestStressReleaseRacingExpiry(t *testing.T) {
-	rounds := 2000
+	rounds := 20000
 	if testing.Short() {
-		rounds = 300
+		rounds = 3000
 	}
 	synctest.Test(t, func(t *testing.T) {
 		m := fleet.NewMemory()
@@ -195,15 +202,22 @@ func TestStressReleaseRacingExpiry(t *testing.T) {
 	})
 }
 
-// TestStressCloseRacingAcquire closes a Semaphore while its workers acquire and release: every
-// call returns, and nothing stays held on the backend.
+// TestStressCloseRacingAcquire closes a Semaphore while its workers acquire and release, over a
+// backend whose grants take a while to come back (so that some arrive after Close): every call
+// returns, every permit any Acquire returned is over once Close has returned (released, or its
+// context cancelled by Close), and nothing stays held on the backend.
 func TestStressCloseRacingAcquire(t *testing.T) {
 	t.Parallel()
 	m := fleet.NewMemory()
+	slow := &partition{b: m}
+	slow.slow.Store(int64(50 * time.Microsecond))
 	stop := time.Now().Add(stressTime())
 	rounds := 0
 	for ; time.Now().Before(stop); rounds++ {
-		s := fleet.New(m, "x", 2, fleet.WithLease(time.Minute), fleet.WithLogger(nil))
+		s := fleet.New(slow, "x", 2, fleet.WithLease(time.Minute), fleet.WithLogger(nil))
+		var closing atomic.Bool
+		var mu sync.Mutex
+		var kept []*fleet.Permit // permits got once Close had begun: Close must end them
 		var wg sync.WaitGroup
 		for range 6 {
 			wg.Go(func() {
@@ -215,13 +229,23 @@ func TestStressCloseRacingAcquire(t *testing.T) {
 					if !assert.NoError(t, err) {
 						return
 					}
+					if closing.Load() {
+						mu.Lock()
+						kept = append(kept, p)
+						mu.Unlock()
+						return
+					}
 					p.Release()
 				}
 			})
 		}
 		time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
+		closing.Store(true)
 		require.NoError(t, s.Close())
 		wg.Wait()
+		for _, p := range kept {
+			require.Error(t, p.Context().Err(), "round %d: a permit outlived Close", rounds)
+		}
 		require.Zero(t, m.Held("x"), "round %d: a permit outlived Close", rounds)
 		require.Zero(t, m.Queued("x"), "round %d: a place in the queue outlived Close", rounds)
 	}
