@@ -51,6 +51,7 @@ func TestNewPanicsOnNegativeCapacity(t *testing.T) {
 	assert.NotPanics(t, func() { semaphore.New(0) })
 }
 
+// "Available() int64 (capacity minus held; …), Waiting() int, Capacity() int64"
 func TestGaugesAtRest(t *testing.T) {
 	s := semaphore.New(5)
 	assert.Equal(t, int64(5), s.Capacity())
@@ -63,6 +64,8 @@ func TestGaugesAtRest(t *testing.T) {
 	assert.Equal(t, int64(5), s.Available())
 }
 
+// "Bad input gets an error, never a hang: n < 0 or n > Capacity() returns semaphore.ErrInvalidWeight
+// at once."
 func TestInvalidWeight(t *testing.T) {
 	tests := []struct {
 		name string
@@ -87,6 +90,22 @@ func TestInvalidWeight(t *testing.T) {
 			})
 		})
 	}
+	t.Run("all permits held", func(t *testing.T) {
+		modes(t, func(t *testing.T, opts ...semaphore.Option) {
+			synctest.Test(t, func(t *testing.T) { // a request that could never be served must not queue
+				s := semaphore.New(3, opts...)
+				require.NoError(t, s.Acquire(t.Context(), 3))
+				start := time.Now()
+				require.ErrorIs(t, s.Acquire(t.Context(), 4), semaphore.ErrInvalidWeight)
+				require.ErrorIs(t, s.AcquireTimeout(t.Context(), 4, time.Hour), semaphore.ErrInvalidWeight)
+				require.ErrorIs(t, s.AcquireTimeout(t.Context(), -1, time.Hour), semaphore.ErrInvalidWeight)
+				assert.Zero(t, time.Since(start), "at once")
+				assert.Equal(t, 0, s.Waiting())
+				assert.Equal(t, int64(0), s.Available())
+				s.Release(3)
+			})
+		})
+	})
 }
 
 func TestInvalidWeightWinsOverDoneContext(t *testing.T) {
@@ -97,6 +116,7 @@ func TestInvalidWeightWinsOverDoneContext(t *testing.T) {
 	require.ErrorIs(t, s.AcquireTimeout(ctx, -1, time.Second), semaphore.ErrInvalidWeight)
 }
 
+// "n == 0 succeeds at once unless ctx is done."
 func TestZeroWeight(t *testing.T) {
 	modes(t, func(t *testing.T, opts ...semaphore.Option) {
 		synctest.Test(t, func(t *testing.T) {
@@ -105,6 +125,7 @@ func TestZeroWeight(t *testing.T) {
 			w := enqueue(t, s, 1) // even with the semaphore empty and a queue, 0 needs nothing
 			require.NoError(t, s.Acquire(t.Context(), 0))
 			require.NoError(t, s.AcquireTimeout(t.Context(), 0, 0))
+			require.NoError(t, s.AcquireTimeout(t.Context(), 0, time.Hour))
 			assert.True(t, s.TryAcquire(0))
 			s.Release(0)
 			assert.True(t, w.pending())
@@ -120,6 +141,7 @@ func TestZeroWeight(t *testing.T) {
 	})
 }
 
+// "A ctx that is already done never acquires, even when permits are free."
 func TestDoneContextNeverAcquires(t *testing.T) {
 	modes(t, func(t *testing.T, opts ...semaphore.Option) {
 		s := semaphore.New(10, opts...)
@@ -135,6 +157,7 @@ func TestDoneContextNeverAcquires(t *testing.T) {
 	})
 }
 
+// "Release(n int64) (panics `semaphore: released more than held`)"
 func TestReleaseMoreThanHeldPanics(t *testing.T) {
 	modes(t, func(t *testing.T, opts ...semaphore.Option) {
 		s := semaphore.New(2, opts...)
@@ -168,6 +191,7 @@ func TestAcquireBlocksUntilRelease(t *testing.T) {
 	})
 }
 
+// "fair (strict FIFO) by default"; queued waiters are served in arrival order in both modes.
 func TestWaitersServedInArrivalOrder(t *testing.T) {
 	modes(t, func(t *testing.T, opts ...semaphore.Option) {
 		synctest.Test(t, func(t *testing.T) {
@@ -197,6 +221,8 @@ func TestWaitersServedInArrivalOrder(t *testing.T) {
 	})
 }
 
+// "FIFO is strict and weighted: a waiter for n permits holds back later waiters until it is served
+// or leaves"
 func TestHeadWaiterHoldsBackSmallerOnes(t *testing.T) {
 	modes(t, func(t *testing.T, opts ...semaphore.Option) {
 		synctest.Test(t, func(t *testing.T) {
@@ -204,6 +230,7 @@ func TestHeadWaiterHoldsBackSmallerOnes(t *testing.T) {
 			require.NoError(t, s.Acquire(t.Context(), 3))
 			big := enqueue(t, s, 3)
 			small := enqueue(t, s, 1)
+			assert.Equal(t, 2, s.Waiting())
 			s.Release(2) // 2 free: not enough for big, and small is behind it
 			synctest.Wait()
 			assert.True(t, big.pending())
@@ -220,6 +247,7 @@ func TestHeadWaiterHoldsBackSmallerOnes(t *testing.T) {
 	})
 }
 
+// "when it leaves (cancel or timeout) the waiters behind it are re-examined at once."
 func TestHeadWaiterLeavingWakesThoseBehind(t *testing.T) {
 	// Fair mode only: in unfair mode the small requests would not queue behind the head at all.
 	tests := []struct {
@@ -275,6 +303,8 @@ func TestHeadWaiterLeavingWakesThoseBehind(t *testing.T) {
 	}
 }
 
+// A waiter leaving from the middle of the queue is taken out of it; one Release then serves every
+// waiter it covers, in order.
 func TestNonHeadWaiterLeaving(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := semaphore.New(2)
@@ -321,6 +351,7 @@ func TestTimedOutWaitersAbsorbNothing(t *testing.T) {
 	})
 }
 
+// "TryAcquire(n int64) bool (never waits; in fair mode fails while anyone is queued)"
 func TestTryAcquire(t *testing.T) {
 	t.Run("fair fails while anyone is queued", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -335,6 +366,7 @@ func TestTryAcquire(t *testing.T) {
 			s.Release(3)
 		})
 	})
+	// "Unfair() lets arrivals take free permits ahead of waiters."
 	t.Run("unfair takes free permits ahead of the queue", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := semaphore.New(3, semaphore.Unfair())
@@ -359,6 +391,8 @@ func TestTryAcquire(t *testing.T) {
 	})
 }
 
+// "AcquireTimeout(ctx, n int64, d time.Duration) error (semaphore.ErrTimeout when d elapses, ctx's
+// error when ctx ends first)"
 func TestAcquireTimeout(t *testing.T) {
 	t.Run("times out", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) { // fake clock: the second below passes instantly
@@ -369,7 +403,8 @@ func TestAcquireTimeout(t *testing.T) {
 			require.ErrorIs(t, err, semaphore.ErrTimeout)
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
 			assert.Equal(t, time.Second, time.Since(start))
-			assert.Equal(t, int64(0), s.Available())
+			assert.Equal(t, int64(0), s.Available(), "a timed-out acquire holds nothing")
+			assert.Equal(t, 0, s.Waiting())
 			s.Release(1)
 		})
 	})
@@ -382,6 +417,14 @@ func TestAcquireTimeout(t *testing.T) {
 			err := s.AcquireTimeout(ctx, 1, time.Hour)
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 			assert.NotErrorIs(t, err, semaphore.ErrTimeout, "ctx's own error, not ours")
+
+			cctx, ccancel := context.WithCancel(t.Context())
+			go func() { time.Sleep(time.Second); ccancel() }()
+			err = s.AcquireTimeout(cctx, 1, time.Hour)
+			require.ErrorIs(t, err, context.Canceled)
+			assert.NotErrorIs(t, err, semaphore.ErrTimeout)
+			assert.Equal(t, int64(0), s.Available(), "neither holds anything")
+			assert.Equal(t, 0, s.Waiting())
 			s.Release(1)
 		})
 	})
@@ -399,15 +442,38 @@ func TestAcquireTimeout(t *testing.T) {
 			s.Release(1)
 		})
 	})
+	// "AcquireTimeout with d ≤ 0 does not wait: after the usual checks (invalid weight, done ctx) it
+	// acquires at once if TryAcquire would, else returns ErrTimeout."
 	t.Run("d <= 0 does not wait", func(t *testing.T) {
-		s := semaphore.New(1)
-		require.NoError(t, s.AcquireTimeout(t.Context(), 1, 0))
-		require.ErrorIs(t, s.AcquireTimeout(t.Context(), 1, 0), semaphore.ErrTimeout)
-		require.ErrorIs(t, s.AcquireTimeout(t.Context(), 1, -time.Second), semaphore.ErrTimeout)
-		assert.Equal(t, 0, s.Waiting())
-		s.Release(1)
-		require.NoError(t, s.AcquireTimeout(t.Context(), 1, -time.Second))
-		s.Release(1)
+		for _, d := range []time.Duration{0, -time.Second} {
+			t.Run(d.String(), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { // fake clock: any wait would show in time.Since
+					start := time.Now()
+					s := semaphore.New(2)
+					require.NoError(t, s.AcquireTimeout(t.Context(), 1, d), "a free permit: acquires at once")
+					require.ErrorIs(t, s.AcquireTimeout(t.Context(), 2, d), semaphore.ErrTimeout, "not enough free")
+					require.ErrorIs(t, s.AcquireTimeout(t.Context(), 3, d), semaphore.ErrInvalidWeight)
+					require.ErrorIs(t, s.AcquireTimeout(t.Context(), -1, d), semaphore.ErrInvalidWeight)
+					ctx, cancel := context.WithCancel(t.Context())
+					cancel()
+					err := s.AcquireTimeout(ctx, 1, d)
+					require.ErrorIs(t, err, context.Canceled, "a done ctx is checked before acquiring")
+					assert.NotErrorIs(t, err, semaphore.ErrTimeout)
+					assert.Equal(t, int64(1), s.Available())
+
+					// Fair, with a queue: TryAcquire would fail, so ErrTimeout though a permit is free.
+					w := enqueue(t, s, 2)
+					require.Equal(t, 1, s.Waiting())
+					require.ErrorIs(t, s.AcquireTimeout(t.Context(), 1, d), semaphore.ErrTimeout)
+					assert.Zero(t, time.Since(start), "d <= 0 never waits")
+					s.Release(1)
+					require.NoError(t, <-w.err)
+					s.Release(2)
+					assert.Equal(t, int64(2), s.Available())
+					assert.Equal(t, 0, s.Waiting())
+				})
+			})
+		}
 	})
 	t.Run("error message", func(t *testing.T) {
 		assert.Equal(t, "semaphore: acquire timed out", semaphore.ErrTimeout.Error())
@@ -417,6 +483,8 @@ func TestAcquireTimeout(t *testing.T) {
 	})
 }
 
+// "Cancellation is exact: an Acquire that returns an error holds nothing; one that returns nil holds
+// n."
 func TestCancelWhileWaitingHoldsNothing(t *testing.T) {
 	modes(t, func(t *testing.T, opts ...semaphore.Option) {
 		synctest.Test(t, func(t *testing.T) {
@@ -432,6 +500,27 @@ func TestCancelWhileWaitingHoldsNothing(t *testing.T) {
 	})
 }
 
+// "ctx's error when ctx ends first": a ctx cancelled with a cause still gives an error that
+// matches context.Canceled, from Acquire and AcquireTimeout alike.
+func TestCancelWithCauseIsCtxError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := semaphore.New(1)
+		require.NoError(t, s.Acquire(t.Context(), 1))
+		for _, acquire := range []func(context.Context) error{
+			func(ctx context.Context) error { return s.Acquire(ctx, 1) },
+			func(ctx context.Context) error { return s.AcquireTimeout(ctx, 1, time.Hour) },
+		} {
+			ctx, cancel := context.WithCancelCause(t.Context())
+			go func() { time.Sleep(time.Second); cancel(errors.New("client went away")) }()
+			require.ErrorIs(t, acquire(ctx), context.Canceled)
+		}
+		assert.Equal(t, int64(0), s.Available(), "neither holds anything")
+		assert.Equal(t, 0, s.Waiting())
+		s.Release(1)
+	})
+}
+
+// "No permit is ever lost or duplicated."
 // TestCancelRacingGrant releases the permit a waiter waits for at the same moment as the
 // waiter's ctx ends, many times over: whichever wins, an error means nothing is held and nil
 // means n is held.
@@ -515,6 +604,7 @@ func TestLargeRequestNotStarvedWhenFair(t *testing.T) {
 }
 
 func TestSetCapacity(t *testing.T) {
+	// "grow wakes waiters in order"
 	t.Run("grow wakes waiters in order", func(t *testing.T) {
 		modes(t, func(t *testing.T, opts ...semaphore.Option) {
 			synctest.Test(t, func(t *testing.T) {
@@ -523,6 +613,10 @@ func TestSetCapacity(t *testing.T) {
 				a := enqueue(t, s, 2)
 				b := enqueue(t, s, 1)
 				c := enqueue(t, s, 2)
+				s.SetCapacity(3) // 1 free: not enough for a at the head, and b must not pass it
+				synctest.Wait()
+				assert.True(t, a.pending())
+				assert.True(t, b.pending(), "b must not pass a")
 				s.SetCapacity(5) // 3 free: a (2) then b (1); c must wait
 				require.NoError(t, <-a.err)
 				require.NoError(t, <-b.err)
@@ -537,6 +631,8 @@ func TestSetCapacity(t *testing.T) {
 			})
 		})
 	})
+	// "Available() int64 (capacity minus held; negative after a shrink until enough permits come
+	// back)"; "shrink never blocks the caller and takes effect as permits come back".
 	t.Run("shrink takes effect as permits come back", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := semaphore.New(4)
@@ -556,6 +652,8 @@ func TestSetCapacity(t *testing.T) {
 			assert.Equal(t, int64(1), s.Available())
 		})
 	})
+	// "a waiter whose n exceeds the new capacity gets ErrInvalidWeight at once"; one whose n equals
+	// it stays queued.
 	t.Run("shrink fails waiters above the new capacity at once", func(t *testing.T) {
 		modes(t, func(t *testing.T, opts ...semaphore.Option) {
 			synctest.Test(t, func(t *testing.T) {
@@ -581,17 +679,38 @@ func TestSetCapacity(t *testing.T) {
 			})
 		})
 	})
+	// A head waiter that a shrink fails leaves at once, and the waiters behind it are re-examined
+	// without any Release. (Fair mode: in unfair mode the small one would not queue at all.)
+	t.Run("shrink failing the head serves those behind", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := semaphore.New(4)
+			require.NoError(t, s.Acquire(t.Context(), 1))
+			big := enqueue(t, s, 4)
+			small := enqueue(t, s, 1)
+			require.Equal(t, 2, s.Waiting())
+			s.SetCapacity(3)
+			require.ErrorIs(t, <-big.err, semaphore.ErrInvalidWeight, "answered at once")
+			require.NoError(t, <-small.err, "re-examined once the head left")
+			assert.Equal(t, int64(1), s.Available())
+			assert.Equal(t, 0, s.Waiting())
+			s.Release(2)
+			assert.Equal(t, int64(3), s.Available())
+		})
+	})
 	t.Run("to zero and back", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := semaphore.New(1)
 			s.SetCapacity(0)
 			require.ErrorIs(t, s.Acquire(t.Context(), 1), semaphore.ErrInvalidWeight)
 			require.NoError(t, s.Acquire(t.Context(), 0))
+			assert.False(t, s.TryAcquire(1))
+			assert.True(t, s.TryAcquire(0))
 			s.SetCapacity(2)
 			require.NoError(t, s.Acquire(t.Context(), 2))
 			s.Release(2)
 		})
 	})
+	// "SetCapacity(n int64) (n < 0 panics; …)"
 	t.Run("misuse", func(t *testing.T) {
 		s := semaphore.New(1)
 		assert.PanicsWithValue(t, "semaphore: SetCapacity: negative capacity -1", func() { s.SetCapacity(-1) })
@@ -600,6 +719,8 @@ func TestSetCapacity(t *testing.T) {
 	})
 }
 
+// "Unfair() lets arrivals take free permits ahead of waiters", but the waiters already queued are
+// served in their order.
 func TestUnfairServesQueueInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := semaphore.New(2, semaphore.Unfair())

@@ -15,6 +15,9 @@ import (
 	"github.com/goloom/loom/semaphore"
 )
 
+// "Cancellation is exact: an Acquire that returns an error holds nothing; one that returns nil holds
+// n. No permit is ever lost or duplicated."
+//
 // TestStress runs goroutines doing random Acquire / AcquireTimeout / TryAcquire / cancel /
 // Release / SetCapacity, checks that the permits held never exceed what the capacity allowed
 // when they were granted, and that at rest everything is back: Available == Capacity and nobody
