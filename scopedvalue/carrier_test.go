@@ -14,19 +14,29 @@ import (
 	"github.com/goloom/loom/scopedvalue"
 )
 
+// "(Carrier).Run(ctx, fn func(context.Context))": fn's ctx is derived from ctx (its values and its
+// cancellation) with the bindings added; a Carrier binds nothing until applied, and nothing in ctx.
 func TestRunBindsForTheCallOnly(t *testing.T) {
 	k := scopedvalue.New[string]("request-id")
-	ctx := t.Context()
+	ctx, cancel := context.WithCancel(context.WithValue(t.Context(), peerKey(0), "peer"))
+	defer cancel()
+	c := scopedvalue.Where(k, "r-42")
+	assert.False(t, k.IsBound(ctx), "a Carrier binds nothing until applied")
 	ran := false
-	scopedvalue.Where(k, "r-42").Run(ctx, func(inner context.Context) {
+	c.Run(ctx, func(inner context.Context) {
 		ran = true
 		assert.Equal(t, "r-42", k.Get(inner))
 		assert.False(t, k.IsBound(ctx))
+		assert.Equal(t, "peer", inner.Value(peerKey(0)), "ctx's values")
+		require.NoError(t, inner.Err())
+		cancel()
+		assert.ErrorIs(t, inner.Err(), context.Canceled, "ctx's cancellation")
 	})
 	assert.True(t, ran)
 	assert.False(t, k.IsBound(ctx))
 }
 
+// "A binding can be shadowed by a nested Where and is never mutated", by Run and by Context.
 func TestNestedWhereShadows(t *testing.T) {
 	k := scopedvalue.New[string]("user")
 	other := scopedvalue.New[int]("other")
@@ -38,6 +48,10 @@ func TestNestedWhereShadows(t *testing.T) {
 		})
 		assert.Equal(t, "outer", k.Get(outer))
 		assert.Equal(t, 1, other.Get(outer))
+		mw := scopedvalue.Where(k, "mw").Context(outer)
+		assert.Equal(t, "mw", k.Get(mw))
+		assert.Equal(t, 1, other.Get(mw))
+		assert.Equal(t, "outer", k.Get(outer))
 	})
 }
 
@@ -72,6 +86,8 @@ func TestShadowingSurvivesPanic(t *testing.T) {
 	})
 }
 
+// "func Call[R any](ctx context.Context, c Carrier, fn func(context.Context) (R, error)) (R, error)":
+// fn's results as they are, its error the very value it returned.
 func TestCall(t *testing.T) {
 	k := scopedvalue.New[int]("n")
 	errBoom := errors.New("boom")
@@ -85,10 +101,11 @@ func TestCall(t *testing.T) {
 	got, err = scopedvalue.Call(t.Context(), scopedvalue.Where(k, 1), func(ctx context.Context) (int, error) {
 		return k.Get(ctx), errBoom
 	})
-	assert.ErrorIs(t, err, errBoom)
+	assert.Same(t, errBoom, err)
 	assert.Equal(t, 1, got, "Call returns fn's results as they are")
 }
 
+// "(Carrier).And(Carrier) Carrier for several bindings"
 func TestAndCombines(t *testing.T) {
 	a := scopedvalue.New[string]("a")
 	b := scopedvalue.New[int]("b")
@@ -205,6 +222,7 @@ func TestZeroCarrierBindsNothing(t *testing.T) {
 	assert.Equal(t, parent, zero.And(zero).Context(parent))
 }
 
+// "(Carrier).Context(parent context.Context) context.Context for middleware."
 func TestContextForMiddleware(t *testing.T) {
 	requestID := scopedvalue.New[string]("request-id")
 	user := scopedvalue.New[string]("user")
@@ -224,6 +242,7 @@ func TestContextForMiddleware(t *testing.T) {
 	assert.Equal(t, "r-42 ada", handler(t.Context()))
 }
 
+// "a nil ctx or nil key is a clear panic, not a silent miss": Run, Call and Context.
 func TestMisusePanics(t *testing.T) {
 	c := scopedvalue.Where(scopedvalue.New[int]("k"), 1)
 	var zero scopedvalue.Carrier
