@@ -85,7 +85,7 @@ func Submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T,
 		go runTasks(f)
 		return f
 	}
-	if err := l.refusal(); err != nil {
+	if err := l.refusal(ctx); err != nil {
 		f.endUnqueued(err, outRejected)
 		return f
 	}

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ type Limiter struct {
 	// and a task goroutine that gives its slot back takes over the queued task the slot goes to
 	// (sema's ReleaseAndTake) instead of starting a goroutine for it.
 	slots sema.Sema
+	rate  *bucket // WithRate's tokens, the slots' gate; nil without a rate
 	limit int
 	cfg   config
 	epoch time.Time // with a logger: the base of Futures' timestamps
@@ -49,6 +51,10 @@ func New(limit int, opts ...Option) *Limiter {
 		l.epoch = time.Now()
 	}
 	l.slots.Init(int64(limit), true)
+	if c.perSecond > 0 {
+		l.rate = newBucket(c.perSecond, c.burst)
+		l.slots.SetGate(l.rate)
+	}
 	return l
 }
 
@@ -85,14 +91,22 @@ func (l *Limiter) admitted(ctx context.Context, t0 time.Time) error {
 	if !l.closed.Load() {
 		return nil
 	}
-	l.release()
+	l.unused()
 	l.end(ctx, outRejected, ErrClosed, t0, time.Time{})
 	return ErrClosed
 }
 
+// unused gives back a slot, and its token, that a call got but will not use.
+func (l *Limiter) unused() {
+	if l.rate != nil {
+		l.rate.Refund()
+	}
+	l.release()
+}
+
 // enterSlow is enter for a caller that has to wait.
 func (l *Limiter) enterSlow(ctx context.Context, t0 time.Time) error {
-	err := l.refusal()
+	err := l.refusal(ctx)
 	if err == nil {
 		if l.cfg.acquireTimed {
 			err = l.slots.AcquireTimeout(ctx, 1, l.cfg.acquireTimeout)
@@ -116,19 +130,38 @@ func (l *Limiter) enterSlow(ctx context.Context, t0 time.Time) error {
 	return err
 }
 
-// refusal returns why a call that found no free slot may not wait for one — closed, an acquire
-// timeout that allows no wait, no room among the waiting calls — or nil, with its place among
-// the waiting calls reserved.
-func (l *Limiter) refusal() error {
+// refusal returns why a call that found no free slot (or token) may not wait for one — closed,
+// an acquire timeout that allows no wait, a token that would come too late, no room among the
+// waiting calls — or nil, with its place among the waiting calls reserved.
+func (l *Limiter) refusal(ctx context.Context) error {
 	switch {
 	case l.closed.Load():
 		return ErrClosed
 	case l.cfg.acquireTimed && l.cfg.acquireTimeout <= 0:
 		return ErrAcquireTimeout
+	case l.tokenTooLate(ctx):
+		return ErrAcquireTimeout
 	case !l.reserve():
 		return ErrTooManyWaiting
 	}
 	return nil
+}
+
+// tokenTooLate reports whether, with a rate, the token of a call that would queue now comes
+// later than its acquire timeout or its ctx's deadline: every call queued ahead of it takes one
+// first.
+func (l *Limiter) tokenTooLate(ctx context.Context) bool {
+	if l.rate == nil {
+		return false
+	}
+	limit, bounded := time.Duration(math.MaxInt64), false
+	if l.cfg.acquireTimed {
+		limit, bounded = l.cfg.acquireTimeout, true
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		limit, bounded = min(limit, time.Until(dl)), true
+	}
+	return bounded && l.rate.due(l.waiting.Load()+1) > limit
 }
 
 // reserve takes a place among the waiting calls, if WithMaxWaiting leaves one. The place is

@@ -29,6 +29,16 @@ func BenchmarkDo(b *testing.B) {
 			}
 		}
 	})
+	b.Run("limiter.Do+rate", func(b *testing.B) {
+		// A bucket that never runs dry: what WithRate adds to an uncontended call.
+		l := limiter.New(8, limiter.WithRate(1e9, 1_000_000_000))
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := l.Do(ctx, nop); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("limiter.Call", func(b *testing.B) {
 		l := limiter.New(8)
 		fn := func(ctx context.Context) (int, error) { return 1, nop(ctx) }

@@ -17,6 +17,8 @@ type config struct {
 	maxWaiting     int  // < 0: no bound
 	taskTimeout    time.Duration
 	logger         *slog.Logger
+	perSecond      float64 // WithRate; 0: no rate
+	burst          int
 }
 
 // WithAcquireTimeout bounds how long a call waits for a slot: after d it is rejected with

@@ -13,7 +13,7 @@ import (
 // rest (no call waiting or running, no task overrunning):
 //
 //	Submitted == Completed + Failed + Rejected + TimedOut + Cancelled
-//	InFlight == Waiting == Overrunning == 0
+//	InFlight == Waiting == Overrunning == RateWaiting == 0
 //
 // While calls come and go, the fields are read one after another, not at one instant, so these
 // sums need not hold in a snapshot; each field is exact for the moment it was read.
@@ -22,6 +22,7 @@ type Stats struct {
 	InFlight    int // slots held: tasks running, overrunning ones included
 	Waiting     int // calls waiting for a slot: blocked Do and Call callers and queued Submits
 	Overrunning int // tasks still running although their call has ended (timed out or cancelled)
+	RateWaiting int // calls waiting for a token of WithRate: the queue, while the rate holds its head
 
 	Submitted int64 // calls begun
 	Completed int64 // calls that returned nil
@@ -148,6 +149,9 @@ func (l *Limiter) Stats() Stats {
 	s.Submitted = c.submitted.Load()
 	s.Overrunning = int(l.overrunning.Load())
 	s.Waiting = int(l.waiting.Load())
+	if l.rate != nil && l.slots.GateHeld() {
+		s.RateWaiting = s.Waiting
+	}
 	s.InFlight = l.inFlight()
 	return s
 }

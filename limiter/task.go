@@ -145,9 +145,12 @@ func (f *Future[T]) runTask() (next runner) {
 		refuse, o = ErrClosed, outRejected
 	}
 	if refuse != nil {
-		// The slot came too late to be of use.
+		// The slot came too late to be of use; so did its token.
 		e := f.endQueuedLocked(refuse, o)
 		f.mu.Unlock()
+		if l.rate != nil {
+			l.rate.Refund()
+		}
 		next = l.releaseAndTake()
 		f.publish(e)
 		return next

@@ -81,6 +81,21 @@ type Waiter struct {
 	timer      *time.Timer   // blocking waiters with a timeout; reused with the node
 }
 
+// A Gate is an admission condition besides free permits — the limiter's token bucket. With a
+// gate, a request is served only when its permits are free and the gate lets it pass, and the
+// queue's head waits for both: the requests behind it wait too, so one FIFO order holds for
+// permits and passes alike. A request that waits for the gate costs no goroutine: a timer wakes
+// the queue when the gate will open.
+type Gate interface {
+	// Pass lets one request through now and returns 0, or returns how long until one could pass
+	// (> 0), taking nothing. It is called with or without the semaphore's lock held and must not
+	// call back into the semaphore.
+	Pass() time.Duration
+	// Refund gives back a pass taken for a request that did not use it: a grant that a cancelled
+	// wait handed back, or one its caller refused to use.
+	Refund()
+}
+
 // Sema is a weighted semaphore with a strict FIFO queue. The zero value is not usable; call [New]
 // or [Sema.Init].
 type Sema struct {
@@ -92,8 +107,13 @@ type Sema struct {
 
 	draining atomic.Bool // Close has run: every release looks whether all permits are back
 
+	gate     Gate        // set by SetGate before use; nil: permits alone decide
+	gateHeld atomic.Bool // the head waits for the gate, not for permits
+
 	mu         sync.Mutex
 	head, tail *Waiter
+	gateTimer  *time.Timer // wakes the queue when the gate opens; armed while gateArmed
+	gateArmed  bool
 	closed     error         // set by Close: every request that would queue fails with it
 	drained    chan struct{} // made by Close; closed once every permit is back
 	isDrained  bool          // drained is closed
@@ -125,6 +145,13 @@ func (s *Sema) Init(permits int64, fair bool) {
 	s.state.Store(permits)
 	s.capacity.Store(permits)
 }
+
+// SetGate makes g a second condition for every grant; see [Gate]. Call it before s is used.
+func (s *Sema) SetGate(g Gate) { s.gate = g }
+
+// GateHeld reports whether the queue's head waits for the gate rather than for permits: every
+// request queued then waits for a pass.
+func (s *Sema) GateHeld() bool { return s.gateHeld.Load() }
 
 // Ready reports whether s was made by [New] or [Sema.Init]; a zero Sema is not usable.
 func (s *Sema) Ready() bool { return s.ready }
@@ -169,6 +196,24 @@ func (s *Sema) take(n int64) bool {
 	}
 }
 
+// admit is take and, with a gate, a pass: the fast path of every acquire. A pass refused gives
+// the permits back — under s.mu (locked) plainly, since the caller serves the queue next; else as
+// a release, which serves anyone who queued meanwhile.
+func (s *Sema) admit(n int64, locked bool) bool {
+	if !s.take(n) {
+		return false
+	}
+	if s.gate == nil || s.gate.Pass() == 0 {
+		return true
+	}
+	if locked {
+		s.state.Add(n)
+	} else {
+		s.release(n, false)
+	}
+	return false
+}
+
 func (s *Sema) invalid(n int64) error { return &WeightError{N: n, Capacity: s.capacity.Load()} }
 
 // Acquire blocks until n permits are held, or ctx ends (ctx.Err(), holding nothing). n < 0 or
@@ -182,7 +227,7 @@ func (s *Sema) Acquire(ctx context.Context, n int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.take(n) {
+	if s.admit(n, false) {
 		return nil
 	}
 	_, err := s.acquireSlow(ctx, n, nil, false, 0)
@@ -197,7 +242,7 @@ func (s *Sema) AcquireTimeout(ctx context.Context, n int64, d time.Duration) err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.take(n) {
+	if s.admit(n, false) {
 		return nil
 	}
 	if d <= 0 {
@@ -219,7 +264,7 @@ func (s *Sema) AcquireFor(ctx context.Context, n int64, owner any) (taken bool, 
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if s.take(n) {
+	if s.admit(n, false) {
 		return false, nil
 	}
 	return s.acquireSlow(ctx, n, owner, false, 0)
@@ -239,7 +284,7 @@ func (s *Sema) TryAcquire(n int64) bool {
 	if n < 0 || n > s.capacity.Load() {
 		return false
 	}
-	return n == 0 || s.take(n)
+	return n == 0 || s.admit(n, false)
 }
 
 func (s *Sema) acquireSlow(ctx context.Context, n int64, owner any, timed bool, d time.Duration) (taken bool, err error) {
@@ -300,6 +345,9 @@ func (s *Sema) abandon(w *Waiter, cause error) error {
 		return nil
 	case w.err == nil:
 		s.Release(w.n)
+		if s.gate != nil {
+			s.gate.Refund()
+		}
 	}
 	return cause
 }
@@ -321,7 +369,7 @@ func (s *Sema) AcquireFuncFor(w *Waiter, n int64, owner any, fn func(error)) (ac
 	if n < 0 || n > s.capacity.Load() {
 		return false, s.invalid(n)
 	}
-	if n == 0 || s.take(n) {
+	if n == 0 || s.admit(n, false) {
 		return true, nil
 	}
 	queued, err := s.queue(n, w, owner, fn)
@@ -342,7 +390,7 @@ func (s *Sema) queue(n int64, w *Waiter, owner any, fn func(error)) (*Waiter, er
 		s.mu.Unlock()
 		return nil, s.invalid(n)
 	}
-	if (s.head == nil || !s.fair) && s.take(n) {
+	if (s.head == nil || !s.fair) && s.admit(n, true) {
 		s.mu.Unlock()
 		return nil, nil
 	}
@@ -609,16 +657,50 @@ func (s *Sema) grantInto(woken *Waiter) *Waiter {
 		for {
 			word := s.state.Load()
 			if word+bias < w.n { // the offset is in place while w is queued
+				s.gateHeld.Store(false)
 				return woken
 			}
 			if s.state.CompareAndSwap(word, word-w.n) {
 				break
 			}
 		}
+		if s.gate != nil {
+			if d := s.gate.Pass(); d > 0 {
+				// The permits are there, the pass is not: the head waits for the gate, and the
+				// timer serves the queue when it opens.
+				s.state.Add(w.n)
+				s.gateHeld.Store(true)
+				s.armGate(d)
+				return woken
+			}
+		}
 		s.remove(w)
 		w.next, woken = woken, w
 	}
+	s.gateHeld.Store(false)
 	return woken
+}
+
+// armGate makes sure the queue is served again d from now, when the gate opens. s.mu is held.
+func (s *Sema) armGate(d time.Duration) {
+	if s.gateArmed {
+		return // the earliest wake-up is armed already; a later look arms again if need be
+	}
+	s.gateArmed = true
+	if s.gateTimer == nil {
+		s.gateTimer = time.AfterFunc(d, s.gateOpen)
+	} else {
+		s.gateTimer.Reset(d)
+	}
+}
+
+// gateOpen serves the queue when the gate may have opened.
+func (s *Sema) gateOpen() {
+	s.mu.Lock()
+	s.gateArmed = false
+	woken := s.grant()
+	s.mu.Unlock()
+	signal(woken, false)
 }
 
 // signal tells each served waiter, outside the lock. The list is in reverse order of service;
