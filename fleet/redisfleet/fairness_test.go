@@ -22,7 +22,7 @@ func TestFairnessAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	const capacity, hold = 2, 10 * time.Millisecond
 	srv := redistest.Start(t)
-	up := startUpstream(t, capacity, hold)
+	up := startUpstream(t, capacity, hold, 0)
 	hammer := startReplica(t, replicaConfig{ID: 1, Redis: srv.Addr, Upstream: up.URL, Name: "fair", Capacity: capacity, Lease: ttl, Workers: 16})
 	deadline := time.Now().Add(30 * time.Second)
 	for up.starts[1].Load() < 50 {

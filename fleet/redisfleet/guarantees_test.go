@@ -111,7 +111,9 @@ func TestRedisGuaranteeFairnessFIFO(t *testing.T) {
 				return
 			}
 			tokens[i] = q.Token() // tokens follow the order of the grants on Redis
-			time.Sleep(20 * time.Millisecond)
+			// Hold long enough for the waiters behind to ask again (every TTL/3): one that fits
+			// must still not pass the head of the queue.
+			time.Sleep(time.Duration(i+1) * ttl / 2)
 			q.Release()
 		})
 		require.Eventually(t, func() bool { // it arrived at Redis before the next one starts

@@ -216,6 +216,8 @@ func (r *replica) stop(t *testing.T, within time.Duration) (map[string]any, erro
 type upstream struct {
 	URL      string
 	hold     time.Duration
+	long     time.Duration // every tenth call holds this long instead (0: none)
+	n        atomic.Int64  // calls so far
 	capacity int64
 	srv      *http.Server
 	l        net.Listener
@@ -231,13 +233,13 @@ type upstream struct {
 	starts     [32]atomic.Int64
 }
 
-func startUpstream(t *testing.T, capacity int64, hold time.Duration) *upstream {
+func startUpstream(t *testing.T, capacity int64, hold, long time.Duration) *upstream {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &upstream{URL: "http://" + l.Addr().String() + "/", hold: hold, capacity: capacity, l: l}
+	u := &upstream{URL: "http://" + l.Addr().String() + "/", hold: hold, long: long, capacity: capacity, l: l}
 	u.srv = &http.Server{Handler: http.HandlerFunc(u.serve)}
 	u.served.Add(1)
 	go func() {
@@ -263,7 +265,11 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	if now := time.Now().UnixNano(); n >= u.capacity && now >= u.fullAfter[ph].Load() {
 		u.full[ph].CompareAndSwap(0, now)
 	}
-	t := time.NewTimer(u.hold)
+	hold := u.hold
+	if u.long > 0 && u.n.Add(1)%10 == 0 {
+		hold = u.long
+	}
+	t := time.NewTimer(hold)
 	select {
 	case <-t.C:
 	case <-r.Context().Done(): // the caller gave up (its lease was lost) or died
