@@ -1,0 +1,26 @@
+// Package registry is where scope and limiter record what package inspect shows — the open scopes
+// with their running subtasks, and the named limiters — together with the feature switches and the
+// pprof-label and runtime/trace helpers both use. scope and limiter import this package, never
+// inspect: the hot path does not depend on the viewer.
+//
+// # Features
+//
+// [Scopes] records open scopes; [Labels] puts pprof labels on subtasks and limiter tasks. Both are
+// off unless the LOOM_INSPECT environment variable names them when the program starts (it is read
+// here, in this package's init, so a program that never imports inspect gets its labels and traces
+// too), or [Enable] turns them on. A runtime/trace recording needs no switch: [Open] sees it.
+//
+// # Cost
+//
+// With every feature off and no trace recording, [Active] (one atomic load and trace.IsEnabled) is
+// all a scope's Open pays, and a nil check of its [*Scope] all a fork pays. With Scopes on, a fork
+// links a [Task] that lives inside the subtask's own allocation (no allocation per fork), under the
+// scope's own mutex; the subtask's goroutine stamps its start time; its completion unlinks it.
+// Sites are stored as program counters and resolved only when a dump is taken.
+//
+// # Concurrency
+//
+// Every function here is safe for concurrent use. A dump locks one scope's mutex at a time, only
+// for as long as it takes to copy that scope's counts and running list, so it never holds up a
+// fork or a completion for longer than that.
+package registry

@@ -1,0 +1,8 @@
+#include "textflag.h"
+
+// func getfp() unsafe.Pointer
+//
+// NOFRAME: the function sets up no frame of its own, so BP still holds the caller's frame pointer.
+TEXT ·getfp(SB),NOSPLIT|NOFRAME,$0-8
+	MOVQ	BP, ret+0(FP)
+	RET

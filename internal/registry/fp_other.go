@@ -1,0 +1,9 @@
+//go:build !amd64
+
+package registry
+
+import "unsafe"
+
+const haveFP = false
+
+func getfp() unsafe.Pointer { return nil }

@@ -1,0 +1,438 @@
+package registry
+
+import (
+	"context"
+	"math/bits"
+	"runtime/pprof"
+	"runtime/trace"
+	"strconv"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Policy is a scope's policy, as a dump names it.
+type Policy uint8
+
+const (
+	FailFast Policy = iota
+	AwaitAll
+	FirstSuccess
+	CancelWhen
+	Joiner // a custom scope.Joiner
+)
+
+var policyNames = [...]string{"FailFast", "AwaitAll", "FirstSuccess", "CancelWhen", "Joiner"}
+
+func (p Policy) String() string {
+	if int(p) < len(policyNames) {
+		return policyNames[p]
+	}
+	return "Policy(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Outcome is how a subtask ended. The values are those of scope.State.
+type Outcome uint8
+
+const (
+	Succeeded Outcome = 1
+	Failed    Outcome = 2
+	Cancelled Outcome = 3
+)
+
+// Label keys, for pprof and for `go tool pprof -tagfocus`.
+const (
+	ScopeLabel   = "loom.scope"   // NAME#ID, NAME the scope's name or "scope"
+	LimiterLabel = "loom.limiter" // the limiter's name, or "limiter"
+)
+
+// Trace names: a scope's task is named after the scope; these are the rest.
+const (
+	SubtaskRegion  = "loom.subtask"      // a subtask's run, in its scope's task
+	WaitRegion     = "loom.limiter.wait" // a limiter call waiting for a slot
+	ScopeCategory  = "loom.scope"        // logged on a scope's task at Open: "#ID"
+	CancelCategory = "loom.cancel"       // logged on a scope's task when it is cancelled: the cause
+)
+
+// ScopeInfo is what Open records of a scope's options.
+type ScopeInfo struct {
+	Name   string
+	Policy Policy
+	Limit  int // 0 without WithLimit
+}
+
+// nextID numbers scopes: unique in the process and increasing, so parents sort before children.
+var nextID atomic.Uint64
+
+// A Scope is the registry's record of one scope, made by [Open]. A nil *Scope means "nothing to
+// record": the scope calls none of the methods below.
+//
+// When the scope is recorded (Scopes was on at Open), [Scope.Context] is a context of the
+// record's own: it answers for the scope's context, and lets a scope opened on it, or on anything
+// derived from it (a limiter's task context, scoped-value bindings), find its parent.
+//
+// Fork, ForkAt, Refuse and Blocked may be called from any goroutine, Enter and Done on the
+// subtask's, Joining and Leave by the owner. None of them ever waits: the record is kept with
+// atomic operations, and a dump reads it the same way.
+type Scope struct {
+	// Fixed at Open, and read by every start.
+	inner   context.Context // the scope's own context, as given to Open
+	base    context.Context // inner, plus the trace task and the pprof labels when there are any
+	labels  context.Context // with Labels on at Open: what subtask goroutines set as their labels
+	traced  *traced         // while a trace recorded at Open
+	tracked bool            // Scopes was on at Open: the scope is listed, and ctx is its Context
+	policy  Policy
+	listed  bool // on its shard's list; guarded by the shard's mu
+	left    bool // Leave has run; the owner's
+	npcs    int32
+	id      uint64
+	name    string
+	limit   int
+	ctx     scopeContext
+	parent  *Scope
+	opened  int64 // monotonic, see now
+	pcs     [openPCs]uintptr
+
+	sprev, snext *Scope // guarded by the shard's mu
+
+	// The running subtasks and the counts, made by the first fork: a scope that forks nothing
+	// does not pay for them.
+	hot atomic.Pointer[hot]
+
+	joining atomic.Bool
+	blocked atomic.Int64
+}
+
+// hot is the part of a scope's record that forks, starts and completions write, laid out so that
+// they do not share cache lines needlessly: forks is the forking goroutine's, tab is read by every
+// start, the slots are written by the subtasks in them.
+type hot struct {
+	forks atomic.Int64 // forks so far, each one's seq; also those that never ran
+	_     [56]byte
+
+	// The running subtasks: each started one sits in a slot of tab until it completes (see
+	// publish). Written by the subtasks themselves, with atomic operations only, so that neither a
+	// start nor a completion ever waits, for a dump or for each other.
+	tab atomic.Pointer[table]
+	// Completions, indexed by Outcome, but for successes of started subtasks: those count in
+	// their slots (see slot).
+	done [4]atomic.Int64
+	_    [24]byte
+
+	first      table // the first tab, over firstSlots
+	_          [24]byte
+	firstSlots [firstTable]slot
+}
+
+// The slots start on a cache line (a hot is 448 bytes, a size class whose objects sit at
+// multiples of 64), so that slotsPerLine of them share each line: an index out of range here
+// fails the build.
+var _ = [1]struct{}{}[unsafe.Offsetof(hot{}.firstSlots)%64+unsafe.Sizeof(hot{})%64]
+
+// hotPart returns the scope's hot part, making it if need be.
+func (e *Scope) hotPart() *hot {
+	if h := e.hot.Load(); h != nil {
+		return h
+	}
+	h := new(hot)
+	h.first.init(h.firstSlots[:])
+	h.tab.Store(&h.first)
+	if e.hot.CompareAndSwap(nil, h) {
+		return h
+	}
+	return e.hot.Load()
+}
+
+// traced is what a scope opened while a trace recorded keeps of it.
+type traced struct {
+	task    *trace.Task
+	stopLog func() bool   // stops the AfterFunc that logs the cancellation on task
+	logged  chan struct{} // closed once that AfterFunc has logged
+}
+
+// A table is a set of slots for running subtasks; its length is a power of two. When a subtask
+// finds no free slot near its own, a table four times larger replaces it for later starts; the
+// subtasks still in the old one stay there until they complete, and dumps scan both.
+type table struct {
+	slots []slot
+	older *table
+	shift uint // log2 of the number of cache lines the slots span
+}
+
+// slotsPerLine slots share a cache line.
+const slotsPerLine = 4
+
+// index returns the slot a subtask's seq picks: subtasks forked one after another usually start
+// and complete at the same time, on different cores, so consecutive seqs pick slots on different
+// cache lines; the seq picks the line, and then the slot in it.
+func (tab *table) index(seq uintptr) uintptr {
+	line := seq & (1<<tab.shift - 1)
+	return line*slotsPerLine + (seq>>tab.shift)%slotsPerLine
+}
+
+func newTable(n int, older *table) *table {
+	tab := &table{older: older}
+	tab.init(make([]slot, n))
+	return tab
+}
+
+func (tab *table) init(slots []slot) {
+	tab.slots = slots
+	tab.shift = uint(bits.TrailingZeros(uint(len(slots) / slotsPerLine)))
+}
+
+// A slot holds a running subtask, and counts the subtasks that succeeded in it: a success, the
+// common completion, writes one cache line, the one its start wrote, not one all share.
+type slot struct {
+	t         atomic.Pointer[Task]
+	succeeded atomic.Int64
+}
+
+const (
+	firstTable = 16 // slots
+	probes     = 8  // slots a start tries before it grows the table
+)
+
+// A Task is a subtask's place in its scope's record. It lives inside the subtask's own allocation
+// (scope.Subtask embeds one), so recording a fork allocates nothing; its zero value is ready. A
+// Task records one fork: it must not be reused, nor copied once forked.
+type Task struct {
+	// Written before the Task is published in a slot and never after, so a dump that loads it
+	// from the slot reads them without a lock.
+	seq, pc uintptr // fork order and the function's entry, set by Fork
+	started int64   // nanoseconds from the scope's Open to the start, set by Enter
+	// The Task's own slot, for Done; only the subtask's goroutine touches them.
+	tab  *table
+	slot uintptr
+}
+
+// Open records a scope, if anything is to be recorded, and returns its record; else nil. inner is
+// the scope's own context: cancelled with the scope's cause, and done at the latest when Join
+// returns. Call Open directly from scope.Open (or a function of loom's that opens scopes): the
+// site recorded is the first frame above it that is not loom's own.
+//
+// With Scopes on, the scope is listed until [Scope.Leave], with its parent: the nearest recorded
+// scope whose Context inner derives from. With Labels on, [Scope.Labels] holds its pprof labels;
+// while a trace records, it is a trace task named after the scope.
+func Open(inner context.Context, info ScopeInfo) *Scope {
+	f := Features(features.Load())
+	recording := trace.IsEnabled()
+	if f == 0 && !recording {
+		return nil
+	}
+	e := &Scope{inner: inner, base: inner, id: nextID.Add(1), name: info.Name, policy: info.Policy, limit: info.Limit}
+	if f&Scopes != 0 {
+		e.npcs = int32(callers(e.pcs[:]))
+		e.opened = now()
+		e.parent, _ = inner.Value(ctxKey{}).(*Scope)
+		e.tracked = true
+		e.ctx.e = e
+	}
+	if recording {
+		ctx, task := trace.NewTask(e.base, e.labelName())
+		e.base, e.traced = ctx, &traced{task: task, logged: make(chan struct{})}
+		trace.Log(ctx, ScopeCategory, "#"+strconv.FormatUint(e.id, 10))
+		e.traced.stopLog = context.AfterFunc(inner, e.logCancel)
+	}
+	if f&Labels != 0 {
+		e.base = pprof.WithLabels(e.base, pprof.Labels(ScopeLabel, e.labelName()+"#"+strconv.FormatUint(e.id, 10)))
+		e.labels = e.base
+	}
+	if e.tracked {
+		list(e)
+	}
+	return e
+}
+
+func (e *Scope) labelName() string {
+	if e.name == "" {
+		return "scope"
+	}
+	return e.name
+}
+
+// logCancel logs the scope's cancellation, with its cause, on its trace task.
+func (e *Scope) logCancel() {
+	cause := "context canceled"
+	if err := context.Cause(e.inner); err != nil {
+		cause = err.Error()
+	}
+	trace.Log(e.base, CancelCategory, cause)
+	close(e.traced.logged)
+}
+
+// ID returns the scope's number, unique in the process.
+func (e *Scope) ID() uint64 { return e.id }
+
+// Context returns the context the scope hands out — Scope.Context and every subtask's: the
+// record itself when the scope is recorded, else the scope's context with its trace task and
+// labels.
+func (e *Scope) Context() context.Context {
+	if e.tracked {
+		return &e.ctx
+	}
+	return e.base
+}
+
+// Fork records a subtask about to start; fn is the function passed to Fork or Go (a func value),
+// kept for its site. Call it after the fork is admitted and before the subtask's goroutine
+// starts. It costs one atomic add: the subtask takes its place among the running ones in Enter,
+// on its own goroutine, so the forking loop does nothing more.
+func (e *Scope) Fork(t *Task, fn any) {
+	if !e.tracked {
+		return
+	}
+	t.seq, t.pc = uintptr(e.hotPart().forks.Add(1)), funcPC(fn)
+}
+
+// ForkAt is Fork for a call that runs without a Subtask of its own on a goroutine of the scope's
+// (scope.Map's workers): t is the call's own Task (Map keeps one per element, in one slice), seq
+// its place in fork order, from 1. Pair it with Enter and Done on the goroutine that runs it.
+func (e *Scope) ForkAt(t *Task, seq int64, fn any) {
+	if !e.tracked {
+		return
+	}
+	e.hotPart().forks.Add(1)
+	t.seq, t.pc = uintptr(seq), funcPC(fn)
+}
+
+// Refuse records a fork whose function never runs: Cancelled (forked on a cancelled scope) or
+// Failed (a Joiner's OnFork refused it). It takes a place in fork order like any fork.
+func (e *Scope) Refuse(o Outcome) {
+	if !e.tracked {
+		return
+	}
+	h := e.hotPart()
+	h.forks.Add(1) // the fork before its outcome: a dump never counts more done than forked
+	h.done[o&3].Add(1)
+}
+
+// Enter runs on the subtask's goroutine, first: it stamps the start and puts the subtask among
+// the running ones, sets the goroutine's pprof labels (with Labels on at Open) and, while a trace
+// records, starts the subtask's region, which the caller ends when the function has returned.
+func (e *Scope) Enter(t *Task) Region {
+	if e.tracked {
+		t.started = now() - e.opened
+		e.hot.Load().publish(t) // made by Fork, which came first
+	}
+	if e.labels != nil {
+		pprof.SetGoroutineLabels(e.labels)
+	}
+	if e.traced != nil && trace.IsEnabled() {
+		return Region{trace.StartRegion(e.base, SubtaskRegion)}
+	}
+	return Region{}
+}
+
+// publish puts t in a free slot: the one its seq picks, or one of those the next few seqs pick.
+// Subtasks forked in a row mostly find their slot free (the subtask len(slots) forks earlier has
+// usually completed), so a start is usually one load and one compare-and-swap. When the few slots tried
+// are all taken, the table is too small for the scope's fan-out: a larger one replaces it.
+func (h *hot) publish(t *Task) {
+	for tab := h.tab.Load(); ; tab = h.grow(tab) {
+		for k := range uintptr(probes) {
+			i := tab.index(t.seq + k)
+			if sl := &tab.slots[i]; sl.t.Load() == nil && sl.t.CompareAndSwap(nil, t) {
+				t.tab, t.slot = tab, i
+				return
+			}
+		}
+	}
+}
+
+// grow replaces tab, the table found too full, and returns the current table: the new one, or
+// the one another start installed meanwhile.
+func (h *hot) grow(tab *table) *table {
+	next := newTable(4*len(tab.slots), tab)
+	if h.tab.CompareAndSwap(tab, next) {
+		return next
+	}
+	return h.tab.Load()
+}
+
+// Done records that a subtask has completed with outcome o: it leaves the running ones. Call it
+// once for every Task given to Fork or ForkAt, on the goroutine that ran it (after Enter), once
+// the outcome is final and before the subtask stops counting for Join.
+func (e *Scope) Done(t *Task, o Outcome) {
+	if !e.tracked {
+		return
+	}
+	h := e.hotPart()
+	if t.tab == nil { // never started
+		h.done[o&3].Add(1)
+		return
+	}
+	sl := &t.tab.slots[t.slot]
+	t.tab = nil
+	sl.t.Store(nil)
+	if o == Succeeded {
+		sl.succeeded.Add(1)
+	} else {
+		h.done[o&3].Add(1)
+	}
+}
+
+// Blocked adds delta to the forks blocked on the scope's limit: +1 before a Fork waits for a
+// slot, -1 when the wait is over.
+func (e *Scope) Blocked(delta int) {
+	if !e.tracked {
+		return
+	}
+	e.blocked.Add(int64(delta))
+}
+
+// Joining records that the owner waits in Join or Close.
+func (e *Scope) Joining() {
+	if !e.tracked {
+		return
+	}
+	e.joining.Store(true)
+}
+
+// Leave ends the record: the scope leaves the list and its trace task ends. Call it once Join or
+// Close has finished waiting, before it returns, and before the scope's context is released (so
+// that the release is not logged as a cancellation). Calling it again does nothing.
+func (e *Scope) Leave() {
+	if e.tracked {
+		unlist(e)
+	}
+	if tr := e.traced; tr != nil && !e.left {
+		if !tr.stopLog() {
+			<-tr.logged // the cancellation is being logged: on the task, before it ends
+		}
+		tr.task.End()
+	}
+	e.left = true
+}
+
+// Labels returns the context whose pprof labels the scope's goroutines carry, or nil without.
+func (e *Scope) Labels() context.Context { return e.labels }
+
+// ctxKey is the context key under which a recorded scope's context answers with its Scope.
+type ctxKey struct{}
+
+// scopeContext is a recorded scope's context: the scope's own, which also answers ctxKey. It lives
+// inside the Scope, so handing it out allocates nothing.
+type scopeContext struct{ e *Scope }
+
+func (c *scopeContext) Deadline() (time.Time, bool) { return c.e.base.Deadline() }
+func (c *scopeContext) Done() <-chan struct{}       { return c.e.base.Done() }
+func (c *scopeContext) Err() error                  { return c.e.base.Err() }
+
+func (c *scopeContext) Value(key any) any {
+	if _, ok := key.(ctxKey); ok {
+		return c.e
+	}
+	return c.e.base.Value(key)
+}
+
+func (c *scopeContext) String() string {
+	return contextName(c.e.base) + ".WithLoomScope(#" + strconv.FormatUint(c.e.id, 10) + ")"
+}
+
+func contextName(c context.Context) string {
+	if s, ok := c.(interface{ String() string }); ok {
+		return s.String()
+	}
+	return "context"
+}
