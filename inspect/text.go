@@ -1,0 +1,147 @@
+package inspect
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteText writes the dump as text: one line per scope, with its running subtasks and its child
+// scopes indented under it, then one line per limiter:
+//
+//	scope #42 "profile" FailFast running 1.2s deadline in 0.8s  api/profile.go:31  2 running, 1 succeeded
+//	  #2 running 1.2s  api/profile.go:35
+//	  #3 running 1.1s  api/profile.go:38
+//	  scope #43 "avatar" AwaitAll running 1.1s  api/avatar.go:12  1 running
+//	    #1 running 1.1s  api/avatar.go:14
+//	limiter "llm-api" limit 40  in flight 40  waiting 113 (oldest 9.8s)  overrunning 2
+//
+// Ages are as of the dump's Time; sites are shortened to their last directory and file. A
+// cancelled scope's line ends with its cause (its first line). It returns the first error of w.
+func (d *Dump) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	tw := &textWriter{w: bw, d: d}
+	if len(d.Scopes) == 0 {
+		if d.hasFeature("scopes") {
+			tw.line(0, "no open scopes")
+		} else {
+			tw.line(0, "scopes not recorded: inspect.Scopes is off (LOOM_INSPECT=scopes turns it on at start-up)")
+		}
+	}
+	for _, s := range d.Scopes {
+		tw.scope(0, s)
+	}
+	for _, l := range d.Limiters {
+		tw.limiter(l)
+	}
+	if tw.err != nil {
+		return tw.err
+	}
+	return bw.Flush()
+}
+
+func (d *Dump) hasFeature(name string) bool {
+	for _, f := range d.Features {
+		if f == name {
+			return true
+		}
+	}
+	return false
+}
+
+type textWriter struct {
+	w   *bufio.Writer
+	d   *Dump
+	err error
+}
+
+func (tw *textWriter) line(depth int, format string, args ...any) {
+	if tw.err != nil {
+		return
+	}
+	_, tw.err = fmt.Fprintf(tw.w, strings.Repeat("  ", depth)+format+"\n", args...)
+}
+
+func (tw *textWriter) scope(depth int, s *Scope) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "scope #%d ", s.ID)
+	if s.Name != "" {
+		fmt.Fprintf(&b, "%q ", s.Name)
+	}
+	state := s.State
+	if s.State == StateCancelled && s.Joining {
+		state += ", joining"
+	}
+	fmt.Fprintf(&b, "%s %s %s", s.Policy, state, age(tw.d.Time.Sub(s.Opened)))
+	if !s.Deadline.IsZero() {
+		if left := s.Deadline.Sub(tw.d.Time); left >= 0 {
+			fmt.Fprintf(&b, " deadline in %s", age(left))
+		} else {
+			fmt.Fprintf(&b, " deadline %s ago", age(-left))
+		}
+	}
+	fmt.Fprintf(&b, "  %s  %s", shortSite(s.Site), counts(s.Counts))
+	if s.Limit > 0 {
+		fmt.Fprintf(&b, "  limit %d", s.Limit)
+		if s.BlockedForks > 0 {
+			fmt.Fprintf(&b, ", %d blocked forks", s.BlockedForks)
+		}
+	}
+	if s.State == StateCancelled && s.Cause != "" {
+		fmt.Fprintf(&b, "  cause: %s", firstLine(s.Cause, 200))
+	}
+	tw.line(depth, "%s", b.String())
+	for _, t := range s.Running {
+		tw.line(depth+1, "#%d running %s  %s", t.Seq, age(tw.d.Time.Sub(t.Started)), shortSite(t.Site))
+	}
+	if depth+1 >= maxDepth {
+		if n := descendants(s); n > 0 {
+			tw.line(depth+1, "… %d more nested scopes, not shown", n)
+		}
+		return
+	}
+	for _, c := range s.Children {
+		tw.scope(depth+1, c)
+	}
+}
+
+// maxDepth bounds how deep the text and the page show the tree: real trees are far shallower,
+// and a dump read from elsewhere must not make the rendering quadratic in its depth.
+const maxDepth = 64
+
+// descendants counts the scopes below s.
+func descendants(s *Scope) int {
+	n := 0
+	for _, c := range s.Children {
+		n += 1 + descendants(c)
+	}
+	return n
+}
+
+// counts lists the non-zero counts: "2 running, 1 succeeded"; "no subtasks" if none.
+func counts(c Counts) string {
+	var parts []string
+	for _, p := range []struct {
+		n    int64
+		name string
+	}{{c.Running, "running"}, {c.Succeeded, "succeeded"}, {c.Failed, "failed"}, {c.Cancelled, "cancelled"}} {
+		if p.n != 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.name))
+		}
+	}
+	if len(parts) == 0 {
+		return "no subtasks"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (tw *textWriter) limiter(l *Limiter) {
+	get := func(name string) int64 { n, _ := l.Stats.Get(name); return n }
+	waiting := fmt.Sprintf("waiting %d", get("waiting"))
+	if get("waiting") > 0 {
+		waiting += fmt.Sprintf(" (oldest %s)", age(secondsToDuration(l.OldestWaiting)))
+	}
+	tw.line(0, "limiter %q limit %d  in flight %d  %s  overrunning %d",
+		l.Name, get("limit"), get("inFlight"), waiting, get("overrunning"))
+}
