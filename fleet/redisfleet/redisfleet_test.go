@@ -247,7 +247,10 @@ func TestRateOnRedis(t *testing.T) {
 	assert.InDelta(t, perSecond, got, perSecond*0.05)
 	for _, r := range rates {
 		st := r.Stats()
-		assert.Equal(t, st.RoundTrips, st.Reserved+st.Refused+st.Cancelled, "one round trip per reservation: %+v", st)
+		// One round trip per reservation (and per cancel); each of the four workers' last call
+		// may have been cut short by the deadline, counted as a trip and nothing else.
+		calls := st.Reserved + st.Refused + st.Cancelled
+		assert.True(t, st.RoundTrips >= calls && st.RoundTrips <= calls+4, "one round trip per reservation: %+v", st)
 	}
 }
 
