@@ -29,9 +29,10 @@
 //
 // A window holds the calls that ended since the previous window closed: its RTT samples, its
 // drops, its highest in-flight count, and an estimate of how many they were (each sampled call
-// stands for k). A sampled End closes the window when it is at least MinDuration old and holds
-// at least MinSamples samples (drops included; at small limits fewer: one per slot, at least
-// 8), or is MaxDuration old and holds at least one. Closing calls the controller's Update
+// stands for k). A sampled End closes the window when it is at least MinDuration old (and as
+// old as the last window's median RTT) and holds at least MinSamples samples (drops included;
+// at small limits fewer: one per slot, at least 8), one of them a successful call (all of them,
+// for the first window); or when it is MaxDuration old and holds at least one. Closing calls the controller's Update
 // once, under the mutex, so windows and updates are strictly ordered; the new limit is applied
 // to the [Capacity] under the same mutex, so the capacity always ends up at the latest limit
 // however the closing calls race.
@@ -128,6 +129,7 @@ type Meter struct {
 	dropTime int64 // running time of the sampled drops
 	rtts     [ringSize]int64
 	scratch  [ringSize]int64
+	lastP50  int64           // the median RTT of the last window with samples
 	last     adaptive.Window // the window that made the latest move
 }
 
@@ -271,7 +273,16 @@ func (m *Meter) endSampled(mk Mark, o Outcome) (from, to int) {
 	// A small limit gets fewer samples a second: ask it for one per slot (at least 8), so that
 	// its windows last about an RTT, not MaxDuration, and a limit cut low comes back quickly.
 	need := min(m.cfg.MinSamples, max(minSamplesFloor, int(m.limit.Load())))
-	if !(age >= int64(m.cfg.MinDuration) && n >= need || age >= int64(m.cfg.MaxDuration) && n >= 1) {
+	// A window shorter than the calls it measures holds only the short ones (a window of fast
+	// refusals while the successes are still running reads as an outage): it lasts at least
+	// the last window's median RTT and closes early only with a successful call in it. The
+	// first window, when all calls started together and no RTT is known, waits for need of
+	// them: until then only the fastest have ended.
+	minAge, okNeed := max(int64(m.cfg.MinDuration), m.lastP50), 1
+	if m.lastP50 == 0 {
+		okNeed = need
+	}
+	if !(age >= minAge && n >= need && m.nrtt >= okNeed || age >= int64(m.cfg.MaxDuration) && n >= 1) {
 		return 0, 0
 	}
 	w := m.close(now)
@@ -308,6 +319,7 @@ func (m *Meter) close(now int64) adaptive.Window {
 		w.MinRTT = time.Duration(s[0])
 		w.P50 = time.Duration(s[rank(kept, 0.5)])
 		w.P90 = time.Duration(s[rank(kept, 0.9)])
+		m.lastP50 = int64(w.P50)
 	}
 
 	// The sampling rate for the next window: about 2×MinSamples samples per MinDuration at

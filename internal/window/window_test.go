@@ -92,19 +92,50 @@ func TestDropsAndIgnoredCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recorder{}
 		m := window.New(rec, 10, &capacity{}, window.Config{MinSamples: 4})
+		for range 4 { // a first window, of successes only
+			call(m, 25*time.Millisecond, window.OK, 1)
+		}
+		require.Len(t, rec.seen(), 1)
 		call(m, 30*time.Millisecond, window.Drop, 1)
 		call(m, 10*time.Millisecond, window.Ignore, 1) // a cancelled call: neither
 		call(m, 30*time.Millisecond, window.OK, 1)
 		call(m, 30*time.Millisecond, window.Drop, 1)
 		call(m, 30*time.Millisecond, window.OK, 1) // 130 ms, 4 samples with the drops: closes
-		require.Len(t, rec.seen(), 1)
-		w := rec.seen()[0]
+		require.Len(t, rec.seen(), 2)
+		w := rec.seen()[1]
 		assert.Equal(t, 2, w.Samples)
 		assert.Equal(t, 2, w.Drops)
 		assert.Equal(t, 0.5, w.DropShare, "two calls of 30 ms each way")
 		assert.Equal(t, 5, w.Calls)
 		assert.Equal(t, int64(0), m.Changes(), "the limit did not move")
 		assert.Equal(t, adaptive.Window{}, m.Last())
+	})
+}
+
+// All calls start together in the first window, and fast refusals end long before the
+// successes: the first window waits for successes, or it would read as an outage.
+func TestTheFirstWindowWaitsForSuccesses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		m := window.New(rec, 40, &capacity{}, window.Config{MinSamples: 8})
+		var wg sync.WaitGroup
+		for i := range 40 {
+			wg.Go(func() {
+				if i < 30 { // refused in 20 ms, again and again
+					for range 20 {
+						call(m, 20*time.Millisecond, window.Drop, 40)
+					}
+					return
+				}
+				call(m, 200*time.Millisecond, window.OK, 40) // served in 200 ms
+			})
+		}
+		wg.Wait()
+		require.NotEmpty(t, rec.seen())
+		w := rec.seen()[0]
+		assert.GreaterOrEqual(t, w.Duration, 200*time.Millisecond, "not before the successes ended")
+		assert.Equal(t, 8, w.Samples, "it closes with the MinSamples-th success")
+		assert.Less(t, w.DropShare, 0.8, "the refusals' share of the slots, not all of it")
 	})
 }
 

@@ -53,8 +53,7 @@ type aimd struct {
 	b       bounds
 	backoff float64
 	cut     bool    // a drop has been seen: slow start is over
-	wmax    float64 // the limit at which the last run of cuts began
-	cutting bool    // the limit has not grown since the last cut
+	ceil    ceiling // where the last run of cuts began
 }
 
 func (a AIMD) checked() *aimd {
@@ -86,19 +85,17 @@ func (a *aimd) Update(w Window) int {
 	next := a.b.clampF(a.step(w, limit))
 	switch {
 	case next < limit: // a cut (one that Min stops is none: it must not forget the ceiling)
-		if !a.cutting {
-			a.wmax = limit // a run of cuts (an outage) remembers where it began
-		}
-		a.cut, a.cutting = true, true
+		a.ceil.cut(limit) // a run of cuts (an outage) remembers where it began
+		a.cut = true
 	case next > limit:
-		a.cutting = false
+		a.ceil.grew()
 	}
 	switch {
 	case next <= limit:
 	case !a.cut: // slow start
 		next = math.Max(next, math.Floor(limit*1.5))
-	case limit < 0.75*a.wmax: // recovering from an outage
-		next = math.Max(next, math.Min(2*limit, math.Floor(0.75*a.wmax)))
+	case limit < 0.75*a.ceil.wmax: // recovering from an outage
+		next = math.Max(next, math.Min(2*limit, math.Floor(0.75*a.ceil.wmax)))
 	}
 	return a.b.clamp(next)
 }

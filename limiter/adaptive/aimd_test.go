@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/goloom/loom/limiter/adaptive"
 )
@@ -67,11 +68,13 @@ func TestAIMDSlowStart(t *testing.T) {
 
 func TestAIMDRecoversFromAnOutage(t *testing.T) {
 	c := adaptive.AIMD{Min: 2}.Start(40)
-	c.Update(adaptive.Window{Limit: 40, Drops: 1}) // slow start is over: 36
+	limit := c.Update(healthy(40)) // slow start: 60, a level the limit grew to
+	require.Equal(t, 60, limit)
+	limit = c.Update(adaptive.Window{Limit: limit, Drops: 1, MaxInFlight: limit}) // slow start is over
+	require.Equal(t, 54, limit)
 	outage := func(limit int) adaptive.Window {
 		return adaptive.Window{Limit: limit, Drops: 20, DropShare: 1, MaxInFlight: limit}
 	}
-	limit := 36
 	for range 3 { // the downstream is down: every call fails
 		limit = c.Update(outage(limit))
 	}
@@ -81,7 +84,15 @@ func TestAIMDRecoversFromAnOutage(t *testing.T) {
 		limit = c.Update(healthy(limit))
 		limits = append(limits, limit)
 	}
-	// Doubling back to 3/4 of 40, where the run of cuts began (the first drop, then the
-	// outage: the limit never grew in between), then +1.
-	assert.Equal(t, []int{4, 8, 16, 30, 31, 32}, limits)
+	// Doubling back to 3/4 of 60, where the run of cuts began (the drop, then the outage:
+	// the limit never grew in between), then +1.
+	assert.Equal(t, []int{4, 8, 16, 32, 45, 46}, limits)
+}
+
+// A starting limit that draws drops at once was a guess: recovery does not double back to it.
+func TestAIMDDoesNotReturnToAStartThatNeverWorked(t *testing.T) {
+	c := adaptive.AIMD{Min: 2}.Start(160)
+	limit := c.Update(adaptive.Window{Limit: 160, Drops: 50, DropShare: 0.75, MaxInFlight: 160})
+	require.Equal(t, 40, limit)
+	assert.Equal(t, []int{41, 42, 43}, run(c, limit, 3, healthy), "+1, no doubling towards 160")
 }

@@ -26,6 +26,7 @@ import "math"
 // baseline is that result alone. The first probe comes when the limit first stops growing.
 type baseline struct {
 	value   float64    // nanoseconds; 0 until the first window with samples
+	first   float64    // the median of the first window that counts (the second observed)
 	seen    int        // windows observed
 	warm    int        // windows averaged into value before the first probe
 	results [3]float64 // the latest probe results, a ring
@@ -68,7 +69,7 @@ func (b *baseline) observe(rtt float64) {
 		return
 	}
 	if b.seen == 2 {
-		b.warm, b.value = 0, 0
+		b.warm, b.value, b.first = 0, 0, rtt
 	}
 	b.warm++
 	b.value += (rtt - b.value) / float64(b.warm)

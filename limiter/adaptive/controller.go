@@ -29,9 +29,9 @@ type Starter interface {
 }
 
 // A Window summarizes the calls that ended since the previous window closed. A limiter closes
-// a window when a sampled call ends and finds it at least 100 ms old with at least 32 samples
-// (drops included; at small limits one per slot, at least 8), or a second old with at least
-// one. A call's RTT runs from when its task started (the wait for a slot is not RTT) to when it
+// a window when a sampled call ends and finds it at least 100 ms old (and as old as the last
+// window's median RTT) with at least 32 samples (drops included; at small limits one per slot,
+// at least 8), one of them a call that was not a drop; or a second old with at least one. A call's RTT runs from when its task started (the wait for a slot is not RTT) to when it
 // returned. The zero Window carries no information; the built-ins leave the limit as it is on
 // one whose Limit is in their bounds.
 type Window struct {
@@ -188,22 +188,25 @@ func rttOf(w Window) float64 {
 
 // A ceiling remembers where the last run of cuts began: a cascade of cuts (an outage, a
 // capacity that fell in steps) must not forget the level it fell from, or recovery would only
-// double back to half of the last, smallest, cut.
+// double back to half of the last, smallest, cut. Only a level the limit grew to counts: a
+// starting limit that drew cuts at once was a guess, not a level that worked, and recovery must
+// not double back towards it.
 type ceiling struct {
 	wmax    float64 // the limit at which the last run of cuts began; 0 before any
 	cutting bool    // the limit has not grown since the last cut
+	grown   bool    // the limit has grown at least once
 }
 
 // cut records a cut from limit.
 func (c *ceiling) cut(limit float64) {
-	if !c.cutting {
+	if !c.cutting && c.grown {
 		c.wmax = limit
 	}
 	c.cutting = true
 }
 
 // grew records growth: the next cut begins a new run.
-func (c *ceiling) grew() { c.cutting = false }
+func (c *ceiling) grew() { c.cutting, c.grown = false, true }
 
 // grow is the growth of Vegas and Gradient in a healthy full window. wmax is the limit at which
 // the last cut began (0 before any). Far below it the limit doubles, up to wmax/2, as TCP's

@@ -193,10 +193,11 @@ func ExampleGradient() {
 	// Output: 40 26
 }
 
-// Update on the value works from a fresh state: a healthy full window grows the limit by 10 %.
+// Update on the value works from a fresh state, in slow start: a healthy full window grows the
+// limit by 25 %.
 func ExampleGradient_Update() {
 	fmt.Println(adaptive.Gradient{}.Update(window(50)))
-	// Output: 55
+	// Output: 62
 }
 
 // Start gives one limiter a Gradient of its own, within its bounds.

@@ -9,8 +9,9 @@ import "math"
 //     more), in two windows in a row, or above 1.5 in one: the limit is cut to
 //     limit × long/short, the concurrency at which, by Little's law, the same throughput would
 //     see no queue — at most halving it in one window. One window a little over only holds.
-//   - Otherwise, in a full window, the limit grows by 10 % (at least 1), doubling while below
-//     half of where the last run of cuts began and creeping by 2.5 % around it. But with the
+//   - Otherwise, in a full window, the limit grows by 10 % (at least 1; by 25 % in slow start,
+//     until the first drop, cut or hold), doubling while below half of where the last run of
+//     cuts began and creeping by 2.5 % around it. But with the
 //     gradient above 1.05 (or two standard errors, in a window of few samples) latency has
 //     begun to rise, the knee is near, and the limit holds — unless it is well below where the
 //     last cut began. No queue allowance is ever added to a limit that is being cut, so modest
@@ -72,6 +73,7 @@ type gradient struct {
 	ceil  ceiling  // where the last run of cuts began (see grow)
 	long  baseline // the long-term RTT
 	p     pressure
+	knee  bool // a cut or a hold has shown where latency rises: slow start is over
 }
 
 func (g *gradient) Update(w Window) int {
@@ -87,6 +89,7 @@ func (g *gradient) next(w Window, limit float64) float64 {
 	if w.Drops > 0 {
 		g.p.healthy()
 		g.long.abort()
+		g.knee = true
 		if next := g.b.clampF(dropCut(w, limit, DefaultBackoff)); next < limit {
 			g.ceil.cut(limit) // only a real cut: one that Min stops must not forget the ceiling
 			return next
@@ -119,15 +122,24 @@ func (g *gradient) next(w Window, limit float64) float64 {
 		if w.Samples < smallWindow {
 			flat = math.Min(math.Max(flat, 1+2*noise(w)), gradientTolerance)
 		}
-		if ratio > flat && !(limit < 0.9*g.ceil.wmax) {
+		// In slow start the baseline is still the mean of the first windows, which rises
+		// with them: judge the rise against the first window too.
+		rising := ratio > flat || !g.knee && g.long.first > 0 && short/g.long.first > flat
+		if rising && !(limit < 0.9*g.ceil.wmax) {
 			// Latency is rising and the knee may be near (no cut below us says otherwise): hold.
+			g.knee = true
 			return g.long.maybeProbe(limit, false, g.b)
 		}
 		g.ceil.grew()
-		return g.long.maybeProbe(grow(limit, g.ceil.wmax, math.Max(1, limit/10)), true, g.b)
+		step := math.Max(1, limit/10)
+		if !g.knee {
+			step = math.Max(1, limit/4) // slow start: nothing is known of the knee yet
+		}
+		return g.long.maybeProbe(grow(limit, g.ceil.wmax, step), true, g.b)
 	}
 	switch g.p.over(limit, ratio) {
 	case cut:
+		g.knee = true
 		if next := g.b.clampF(math.Max(limit/2, limit/ratio)); next < limit {
 			g.ceil.cut(limit)
 			return next

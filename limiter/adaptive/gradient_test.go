@@ -10,15 +10,15 @@ import (
 )
 
 func TestGradientUpdateIsAFreshStart(t *testing.T) {
-	assert.Equal(t, 22, adaptive.Gradient{}.Update(healthy(20)), "a fresh Gradient grows a healthy full window by 10 %")
-	assert.Equal(t, 22, adaptive.Gradient{}.Update(healthy(20)), "no state is kept")
+	assert.Equal(t, 25, adaptive.Gradient{}.Update(healthy(20)), "a fresh Gradient, in slow start, grows a healthy full window by 25 %")
+	assert.Equal(t, 25, adaptive.Gradient{}.Update(healthy(20)), "no state is kept")
 }
 
 func TestGradientFindsTheKneeOfAQueue(t *testing.T) {
 	for _, start := range []int{10, 48} {
 		c := adaptive.Gradient{}.Start(start)
-		limits := run(c, start, 200, queue(40))
-		settled := limits[140:]
+		limits := run(c, start, 260, queue(40))
+		settled := limits[200:]
 		for _, l := range settled {
 			require.True(t, l >= 34 && l <= 48, "from %d: %v", start, limits)
 		}
