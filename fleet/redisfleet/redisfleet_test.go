@@ -214,7 +214,7 @@ func TestRateOnRedis(t *testing.T) {
 	res, err := rates[1].Reserve(t.Context(), time.Millisecond)
 	require.NoError(t, err)
 	require.False(t, res.OK())
-	assert.InDelta(t, float64(25*time.Millisecond), float64(res.Delay()), float64(5*time.Millisecond))
+	assert.True(t, res.Delay() > 0 && res.Delay() <= 25*time.Millisecond, "the next token within one interval: %v", res.Delay())
 	res, err = rates[1].Reserve(t.Context(), -1)
 	require.NoError(t, err)
 	require.True(t, res.OK())
