@@ -61,7 +61,7 @@ func (g *semaGate) Do(ctx context.Context, fn func(context.Context) error) error
 	if Overload(err) {
 		outcome = window.Drop
 	}
-	g.meter.End(mk, outcome, int(inFlight))
+	g.meter.End(mk, outcome, inFlight)
 	return err
 }
 

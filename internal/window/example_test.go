@@ -24,8 +24,8 @@ func ExampleMeter() {
 	time.Sleep(time.Millisecond) // the task
 	held := slots.Capacity() - slots.Available()
 	slots.Release(1)
-	if from, to := m.End(mk, window.OK, int(held)); from != to {
-		fmt.Printf("limit %d → %d (window of %d call, %d in flight)\n", from, to, m.Last().Samples, m.Last().MaxInFlight)
+	if to := m.End(mk, window.OK, held); to != 0 {
+		fmt.Printf("limit %d → %d (window of %d call, %d in flight)\n", m.Last().Limit, to, m.Last().Samples, m.Last().MaxInFlight)
 	}
 	fmt.Println(slots.Capacity(), m.Limit(), m.Changes())
 	// Output:

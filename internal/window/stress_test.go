@@ -70,7 +70,7 @@ func TestConcurrentWindowsStayOrdered(t *testing.T) {
 	for range goroutines {
 		wg.Go(func() {
 			for i := range calls {
-				n := int(inFlight.Add(1))
+				n := inFlight.Add(1)
 				mk := m.Begin()
 				o := window.OK
 				if i%7 == 0 {

@@ -10,8 +10,8 @@
 //	err := fn(ctx)
 //	n := slots.Capacity() - slots.Available()
 //	release()
-//	if from, to := m.End(mk, outcome(err), int(n)); from != to {
-//		log the move from → to (m.Last() is the window that made it)
+//	if to := m.End(mk, outcome(err), n); to != 0 {
+//		log the move to to (m.Last() is the window that made it; its Limit, the old one)
 //	}
 //
 // # Cost
@@ -211,27 +211,26 @@ func (m *Meter) sampledMark(shift uint64) Mark { return Mark(m.now()<<markShift 
 // and the window is due: the controller's Update runs then, on this goroutine, and the new
 // limit is applied to the Capacity before End returns.
 //
-// End returns the limit before and after the window it closed; from != to exactly when this
-// call moved the limit, and both are 0 when it closed no window. It never blocks but on the
-// Meter's mutex, which only sampled calls take.
-func (m *Meter) End(mk Mark, o Outcome, inFlight int) (from, to int) {
+// End returns the new limit when this call moved it (the old one is [Meter.Last]'s Limit), and
+// 0 when it did not. It never blocks but on the Meter's mutex, which only sampled calls take.
+func (m *Meter) End(mk Mark, o Outcome, inFlight int64) (moved int) {
 	// The common call, neither sampled nor a drop nor a new high, is this one load and test.
-	if mk != 0 || o == Drop || int64(inFlight) > m.maxInFlight.Load() {
+	if mk != 0 || o == Drop || inFlight > m.maxInFlight.Load() {
 		return m.endSlow(mk, o, inFlight)
 	}
-	return 0, 0
+	return 0
 }
 
 // endSlow is End for a call that has something to record.
-func (m *Meter) endSlow(mk Mark, o Outcome, inFlight int) (from, to int) {
-	if n := int64(inFlight); n > m.maxInFlight.Load() {
-		m.raiseInFlight(n)
+func (m *Meter) endSlow(mk Mark, o Outcome, inFlight int64) int {
+	if inFlight > m.maxInFlight.Load() {
+		m.raiseInFlight(inFlight)
 	}
 	if o == Drop {
 		m.drops.Add(1)
 	}
 	if mk == 0 {
-		return 0, 0
+		return 0
 	}
 	return m.endSampled(mk, o)
 }
@@ -245,8 +244,9 @@ func (m *Meter) raiseInFlight(n int64) {
 	}
 }
 
-// endSampled records a sampled call and closes the window if it is due.
-func (m *Meter) endSampled(mk Mark, o Outcome) (from, to int) {
+// endSampled records a sampled call and closes the window if it is due; it returns the new
+// limit if the window moved it, else 0.
+func (m *Meter) endSampled(mk Mark, o Outcome) int {
 	now := m.now()
 	rtt := now - int64(mk)>>markShift
 	m.mu.Lock()
@@ -283,20 +283,20 @@ func (m *Meter) endSampled(mk Mark, o Outcome) (from, to int) {
 		okNeed = need
 	}
 	if !(age >= minAge && n >= need && m.nrtt >= okNeed || age >= int64(m.cfg.MaxDuration) && n >= 1) {
-		return 0, 0
+		return 0
 	}
 	w := m.close(now)
-	from = int(m.limit.Load())
-	to = m.ctrl.Update(w)
+	to := m.ctrl.Update(w)
 	to = max(to, 1) // a limit of 0 would stall the limiter for good
 	to = min(to, adaptive.MaxLimit)
-	if to != from {
-		m.limit.Store(int64(to))
-		m.sink.SetCapacity(int64(to))
-		m.changes.Add(1)
-		m.last = w
+	if to == w.Limit {
+		return 0
 	}
-	return from, to
+	m.limit.Store(int64(to))
+	m.sink.SetCapacity(int64(to))
+	m.changes.Add(1)
+	m.last = w
+	return to
 }
 
 // close summarizes the open window, which ends at now, and opens the next one. m.mu is held.

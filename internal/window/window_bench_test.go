@@ -68,7 +68,7 @@ func BenchmarkCall(b *testing.B) {
 			if errors.Is(err, errOverload) {
 				o = window.Drop
 			}
-			m.End(mk, o, int(n))
+			m.End(mk, o, n)
 		}
 	})
 	b.Run("static/parallel", func(b *testing.B) {
@@ -97,7 +97,7 @@ func BenchmarkCall(b *testing.B) {
 				_ = nop(ctx)
 				n := slots.Capacity() - slots.Available()
 				slots.Release(1)
-				m.End(mk, window.OK, int(n))
+				m.End(mk, window.OK, n)
 			}
 		})
 	})
