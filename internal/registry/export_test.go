@@ -15,3 +15,7 @@ func FuncPC(fn any) uintptr { return funcPC(fn) }
 func TableIndex(n int, seq uintptr) (slot, perLine uintptr) {
 	return newTable(n, nil).index(seq), slotsPerLine
 }
+
+// FramePointersInUse reports whether Open walks frame pointers: it must, on amd64 and arm64,
+// once init has checked the walk.
+func FramePointersInUse() bool { return useFP }

@@ -321,6 +321,9 @@ func openDeep(ctx context.Context) *regtest.Scope {
 }
 
 func TestOpenSiteWithAndWithoutFramePointers(t *testing.T) {
+	if runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64" {
+		require.True(t, registry.FramePointersInUse(), "the frame-pointer walk failed its check at init")
+	}
 	enable(t, registry.Scopes)
 	for _, fp := range []bool{true, false} {
 		was := registry.SetFramePointers(fp)

@@ -28,9 +28,9 @@ func callers(pcs []uintptr) int {
 	if !useFP {
 		return runtime.Callers(3, pcs) // runtime.Callers, callers, its caller
 	}
-	// Every Go function on amd64 saves its caller's frame pointer at the bottom of its frame, with
-	// the return address just above: the frames form a chain that ends with nil at the goroutine's
-	// first frame. Only Go frames lie between here and our caller's caller, and we stop after
+	// Every Go function on amd64 and arm64 saves its caller's frame pointer where its own frame
+	// pointer points, with the return address just above (the runtime's execution tracer walks
+	// the same chain): the frames form a chain that ends with nil at the goroutine's first frame. Only Go frames lie between here and our caller's caller, and we stop after
 	// len(pcs) of them. The pointers stay unsafe.Pointer so that a stack move would adjust them;
 	// nothing here can move the stack, though: no call, no allocation.
 	fp := getfp()               // callers' frame
