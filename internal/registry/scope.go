@@ -108,8 +108,18 @@ type Scope struct {
 // start, the slots are written by the subtasks in them.
 type hot struct {
 	forks atomic.Int64 // forks so far, each one's seq; also those that never ran
-	_     [56]byte
+	_     [cacheLine - 8]byte
 
+	hotCounts
+	_ [cacheLine - unsafe.Sizeof(hotCounts{})]byte
+
+	first      table // the first tab, over firstSlots
+	_          [cacheLine - unsafe.Sizeof(table{})]byte
+	firstSlots [firstTable]slot
+}
+
+// hotCounts is the line of a hot that every start reads and the rarer completions write.
+type hotCounts struct {
 	// The running subtasks: each started one sits in a slot of tab until it completes (see
 	// publish). Written by the subtasks themselves, with atomic operations only, so that neither a
 	// start nor a completion ever waits, for a dump or for each other.
@@ -117,17 +127,11 @@ type hot struct {
 	// Completions, indexed by Outcome, but for successes of started subtasks: those count in
 	// their slots (see slot).
 	done [4]atomic.Int64
-	_    [24]byte
-
-	first      table // the first tab, over firstSlots
-	_          [24]byte
-	firstSlots [firstTable]slot
 }
 
-// The slots start on a cache line (a hot is 448 bytes, a size class whose objects sit at
-// multiples of 64), so that slotsPerLine of them share each line: an index out of range here
-// fails the build.
-var _ = [1]struct{}{}[unsafe.Offsetof(hot{}.firstSlots)%64+unsafe.Sizeof(hot{})%64]
+const cacheLine = 64
+
+var _ = [1]struct{}{}[unsafe.Offsetof(hot{}.firstSlots)%cacheLine+unsafe.Sizeof(hot{})%cacheLine+unsafe.Sizeof(slot{})*slotsPerLine%cacheLine]
 
 // hotPart returns the scope's hot part, making it if need be.
 func (e *Scope) hotPart() *hot {
