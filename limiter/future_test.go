@@ -16,6 +16,8 @@ import (
 	"github.com/goloom/loom/limiter"
 )
 
+// "Submit[T](ctx, l, fn) *Future[T] with (*Future[T]).Wait(ctx) (T, error), Done() <-chan struct{}";
+// "When fn returns an error, the call returns that error as is."
 func TestSubmitReturnsResult(t *testing.T) {
 	l := limiter.New(2)
 	errX := errors.New("x")
@@ -35,6 +37,7 @@ func TestSubmitReturnsResult(t *testing.T) {
 	assert.Equal(t, outcomes{Submitted: 2, Completed: 1, Failed: 1}, outcomesOf(s))
 }
 
+// "A Submitted task always runs on its own goroutine"
 func TestSubmitRunsOnOwnGoroutine(t *testing.T) {
 	l := limiter.New(1)
 	me := goid()
@@ -43,7 +46,8 @@ func TestSubmitRunsOnOwnGoroutine(t *testing.T) {
 	assert.NotEqual(t, me, in)
 }
 
-// Submit returns at once on a full limiter, and the queued tasks cost no goroutine.
+// "Submit never blocks; a task waiting for a slot costs no goroutine": Submit returns at once on a
+// full limiter, and the queued tasks cost no goroutine.
 func TestSubmitNeverBlocksAndWaitingCostsNoGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiter.New(1)
@@ -71,7 +75,7 @@ func TestSubmitNeverBlocksAndWaitingCostsNoGoroutine(t *testing.T) {
 	})
 }
 
-// Blocked Do and Call callers and queued Submits are served in one FIFO order.
+// "waiting Submits and Do/Call callers are served in one FIFO order."
 func TestOneFIFOQueueForAllEntryPoints(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiter.New(1)
@@ -110,11 +114,19 @@ func TestOneFIFOQueueForAllEntryPoints(t *testing.T) {
 	})
 }
 
+// "its Future completes when fn returns": Done stays open while fn runs; a Wait whose own ctx ends
+// returns that ctx's error and the task goes on.
 func TestFutureWaitContextEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiter.New(1)
 		release := make(chan struct{})
 		f := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { <-release; return 4, nil })
+		synctest.Wait()
+		select {
+		case <-f.Done():
+			t.Fatal("Done closed before fn returned")
+		default:
+		}
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		v, err := f.Wait(ctx)
@@ -122,6 +134,7 @@ func TestFutureWaitContextEnds(t *testing.T) {
 		assert.Zero(t, v)
 		assert.Equal(t, 1, l.Stats().InFlight, "the task goes on")
 		close(release)
+		<-f.Done()
 		v, err = f.Wait(t.Context())
 		require.NoError(t, err)
 		assert.Equal(t, 4, v)
@@ -130,6 +143,8 @@ func TestFutureWaitContextEnds(t *testing.T) {
 	})
 }
 
+// "Future.Cancel removes a waiting task (its Wait returns context.Canceled)": at once, counted
+// Cancelled once however often Cancel is called, and every Wait, from any goroutine, sees it.
 func TestFutureCancelWhileWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiter.New(1)
@@ -148,6 +163,14 @@ func TestFutureCancelWhileWaiting(t *testing.T) {
 		exactly(t, context.Canceled, err)
 		assert.Equal(t, 1, l.Stats().Waiting, "taken off the queue")
 		f.Cancel() // again: nothing
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				_, err := f.Wait(t.Context())
+				exactly(t, context.Canceled, err)
+			})
+		}
+		wg.Wait()
 
 		h.free(t)
 		v, err := g.Wait(t.Context())
@@ -160,8 +183,8 @@ func TestFutureCancelWhileWaiting(t *testing.T) {
 	})
 }
 
-// Cancel of a running task cancels its context and completes the Future at once; fn keeps its
-// slot until it returns.
+// "Future.Cancel … cancels a running task's context"; "its Future completes … promptly when …
+// Future.Cancel is called (fn keeps its slot until it returns)".
 func TestFutureCancelWhileRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiter.New(1, limiter.WithAcquireTimeout(0))
@@ -197,6 +220,7 @@ func TestFutureCancelWhileRunning(t *testing.T) {
 	})
 }
 
+// Cancel on a completed Future changes nothing: neither its result nor the books.
 func TestFutureCancelAfterCompletionDoesNothing(t *testing.T) {
 	l := limiter.New(1)
 	f := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 1, nil })
@@ -210,6 +234,8 @@ func TestFutureCancelAfterCompletionDoesNothing(t *testing.T) {
 	assert.Equal(t, outcomes{Submitted: 1, Completed: 1}, outcomesOf(s))
 }
 
+// A Submit whose ctx ends while it waits: its Future completes with ctx's error, fn never runs, and
+// the call counts Cancelled.
 func TestSubmitContextEndsWhileWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiter.New(1)
@@ -270,6 +296,9 @@ func TestSubmitContextEndsWhileRunning(t *testing.T) {
 	}
 }
 
+// The task timeout of a Submitted task, whether fn ignores or heeds its ctx: the Future completes
+// with ErrTaskTimeout when it fires, the task's ctx has ErrTaskTimeout as its cause, and an
+// overrunning task keeps its slot.
 func TestSubmitTaskTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiter.New(2, limiter.WithTaskTimeout(time.Second))
@@ -342,6 +371,57 @@ func TestSubmitAfterShutdown(t *testing.T) {
 	exactly(t, limiter.ErrClosed, err)
 	s := atRest(t, l)
 	assert.Equal(t, outcomes{Submitted: 1, Rejected: 1}, outcomesOf(s))
+}
+
+// "Panicked counts every panic, whichever outcome it fell under": a task that panics after its call
+// has already ended — by its timeout, Future.Cancel or its ctx, while fn ignored it or heeded it —
+// leaves that outcome as it was, is counted Panicked, and its Wait never sees the panic.
+func TestPanicAfterTheCallEndedCountsPanicked(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		heeds bool                                        // fn panics as soon as its ctx ends, instead of when released
+		end   func(f *limiter.Future[int], cancel func()) // ends the call while fn runs
+		want  outcomes
+	}{
+		{"task timeout", false, func(*limiter.Future[int], func()) { time.Sleep(2 * time.Second) },
+			outcomes{Submitted: 1, TimedOut: 1, Panicked: 1}},
+		{"Future.Cancel", false, func(f *limiter.Future[int], _ func()) { f.Cancel() },
+			outcomes{Submitted: 1, Cancelled: 1, Panicked: 1}},
+		{"ctx", false, func(_ *limiter.Future[int], cancel func()) { cancel() },
+			outcomes{Submitted: 1, Cancelled: 1, Panicked: 1}},
+		{"ctx, heeded", true, func(_ *limiter.Future[int], cancel func()) { cancel() },
+			outcomes{Submitted: 1, Cancelled: 1, Panicked: 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := limiter.New(1, limiter.WithTaskTimeout(time.Second))
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				release := make(chan struct{})
+				f := limiter.Submit(ctx, l, func(ctx context.Context) (int, error) {
+					if tt.heeds {
+						<-ctx.Done()
+					} else {
+						<-release
+					}
+					panic("late")
+				})
+				synctest.Wait()
+				tt.end(f, cancel)
+				_, err := f.Wait(t.Context())
+				require.Error(t, err)
+				if !tt.heeds {
+					var pe *limiter.PanicError
+					assert.False(t, errors.As(err, &pe), "the call had ended before the panic: %v", err)
+					assert.Equal(t, 1, l.Stats().Overrunning)
+				}
+				close(release)
+				synctest.Wait()
+				s := atRest(t, l)
+				assert.Equal(t, tt.want, outcomesOf(s))
+			})
+		})
+	}
 }
 
 // Cancel, the acquire timeout, ctx's end and Shutdown racing with a grant: every task ends

@@ -14,14 +14,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goloom/loom/limiter"
+	"github.com/goloom/loom/scopedvalue"
 )
 
+// "New(limit) with limit < 1 panics."
 func TestNewPanicsOnBadLimit(t *testing.T) {
 	assert.PanicsWithValue(t, "limiter: New: limit must be at least 1, got 0", func() { limiter.New(0) })
 	assert.PanicsWithValue(t, "limiter: New: limit must be at least 1, got -3", func() { limiter.New(-3) })
 	assert.NotPanics(t, func() { limiter.New(1) })
 }
 
+// "WithMaxWaiting(n) (…; negative panics)", "WithTaskTimeout(d) (d > 0, else panic; …)".
 func TestOptionsPanicOnMisuse(t *testing.T) {
 	assert.PanicsWithValue(t, "limiter: WithTaskTimeout: timeout must be positive, got 0s",
 		func() { limiter.WithTaskTimeout(0) })
@@ -42,6 +45,8 @@ func TestNilFunctionPanics(t *testing.T) {
 	assert.Zero(t, l.Stats().Submitted)
 }
 
+// "When fn returns an error, the call returns that error as is." Do, Call and Submit, on the caller's
+// goroutine and on a goroutine of the limiter's own.
 func TestDoReturnsFnErrorAsIs(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -62,13 +67,17 @@ func TestDoReturnsFnErrorAsIs(t *testing.T) {
 			v, err = limiter.Call(t.Context(), l, func(context.Context) (int, error) { return 8, errX })
 			exactly(t, errX, err)
 			assert.Equal(t, 8, v, "Call returns fn's value with its error, as is")
+			v, err = limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 9, errX }).Wait(t.Context())
+			exactly(t, errX, err)
+			assert.Equal(t, 9, v)
 
 			s := atRest(t, l)
-			assert.Equal(t, outcomes{Submitted: 4, Completed: 2, Failed: 2}, outcomesOf(s))
+			assert.Equal(t, outcomes{Submitted: 5, Completed: 2, Failed: 3}, outcomesOf(s))
 		})
 	}
 }
 
+// "Without a task timeout, Do/Call run fn on the caller's goroutine and return when fn does"
 func TestDoRunsOnCallerGoroutineWithoutTaskTimeout(t *testing.T) {
 	l := limiter.New(1)
 	me := goid()
@@ -80,6 +89,7 @@ func TestDoRunsOnCallerGoroutineWithoutTaskTimeout(t *testing.T) {
 	assert.Equal(t, me, in)
 }
 
+// "with one, fn runs on its own goroutine"
 func TestDoRunsOnOwnGoroutineWithTaskTimeout(t *testing.T) {
 	l := limiter.New(1, limiter.WithTaskTimeout(time.Hour))
 	me := goid()
@@ -91,7 +101,8 @@ func TestDoRunsOnOwnGoroutineWithTaskTimeout(t *testing.T) {
 	assert.NotEqual(t, me, in)
 }
 
-// The task's context carries the caller's values (scoped values travel this way) on every path.
+// "The task's context carries the caller's values (scoped values) and the caller's cancellation."
+// The values, scoped ones included, on every path.
 func TestTaskContextCarriesCallerValues(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -102,23 +113,28 @@ func TestTaskContextCarriesCallerValues(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := limiter.New(1, tt.opts...)
-			ctx := context.WithValue(t.Context(), ctxKey{}, "r-42")
-			var got []any
-			require.NoError(t, l.Do(ctx, func(ctx context.Context) error { got = append(got, ctx.Value(ctxKey{})); return nil }))
+			user := scopedvalue.New[string]("user")
+			ctx := scopedvalue.Where(user, "ada").Context(context.WithValue(t.Context(), ctxKey{}, "r-42"))
+			seen := func(ctx context.Context) string {
+				return ctx.Value(ctxKey{}).(string) + "/" + user.OrElse(ctx, "unbound")
+			}
+			var got []string
+			require.NoError(t, l.Do(ctx, func(ctx context.Context) error { got = append(got, seen(ctx)); return nil }))
 			_, err := limiter.Call(ctx, l, func(ctx context.Context) (int, error) {
-				got = append(got, ctx.Value(ctxKey{}))
+				got = append(got, seen(ctx))
 				return 0, nil
 			})
 			require.NoError(t, err)
-			v, err := limiter.Submit(ctx, l, func(ctx context.Context) (any, error) { return ctx.Value(ctxKey{}), nil }).Wait(t.Context())
+			v, err := limiter.Submit(ctx, l, func(ctx context.Context) (string, error) { return seen(ctx), nil }).Wait(t.Context())
 			require.NoError(t, err)
 			got = append(got, v)
-			assert.Equal(t, []any{"r-42", "r-42", "r-42"}, got)
+			assert.Equal(t, []string{"r-42/ada", "r-42/ada", "r-42/ada"}, got)
 		})
 	}
 }
 
-// The caller's cancellation reaches the task's context.
+// "The task's context carries … the caller's cancellation", cause included, for Do and Submit; an
+// error after it counts Cancelled.
 func TestCallerCancellationReachesTask(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -140,13 +156,29 @@ func TestCallerCancellationReachesTask(t *testing.T) {
 			})
 			require.ErrorIs(t, err, context.Canceled)
 			exactly(t, errStop, cause)
+
+			ctx, cancel = context.WithCancelCause(t.Context())
+			started, returned := make(chan struct{}), make(chan error, 1)
+			f := limiter.Submit(ctx, l, func(ctx context.Context) (int, error) {
+				close(started)
+				<-ctx.Done()
+				returned <- context.Cause(ctx)
+				return 0, ctx.Err()
+			})
+			<-started
+			cancel(errStop)
+			_, err = f.Wait(t.Context())
+			require.ErrorIs(t, err, context.Canceled)
+			exactly(t, errStop, <-returned)
+			require.NoError(t, l.Shutdown(t.Context())) // the Submitted task has returned its slot
 			s := atRest(t, l)
-			assert.Equal(t, outcomes{Submitted: 1, Cancelled: 1}, outcomesOf(s))
+			assert.Equal(t, outcomes{Submitted: 2, Cancelled: 2}, outcomesOf(s))
 		})
 	}
 }
 
-// A ctx that is already done never gets a slot, even a free one, on every entry point.
+// A ctx that is already done never gets a slot, even a free one, on every entry point; the call
+// counts Cancelled.
 func TestDoneContextNeverRuns(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -173,6 +205,8 @@ func TestDoneContextNeverRuns(t *testing.T) {
 	}
 }
 
+// "WithAcquireTimeout(d) (no slot within d: limiter.ErrRejected; d ≤ 0: never wait)". Call returns
+// the zero value when the call does not end with fn's own result.
 func TestAcquireTimeoutRejects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiter.New(1, limiter.WithAcquireTimeout(time.Second))
@@ -190,8 +224,9 @@ func TestAcquireTimeoutRejects(t *testing.T) {
 		assert.False(t, c.ran)
 
 		// Call and Submit wait the same way.
-		_, err = limiter.Call(t.Context(), l, func(context.Context) (int, error) { return 1, nil })
+		v, err := limiter.Call(t.Context(), l, func(context.Context) (int, error) { return 1, nil })
 		assert.ErrorIs(t, err, limiter.ErrAcquireTimeout)
+		assert.Zero(t, v)
 		f := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 1, nil })
 		synctest.Wait()
 		assert.Equal(t, 1, l.Stats().Waiting)
@@ -223,6 +258,7 @@ func TestAcquireTimeoutGrantedInTime(t *testing.T) {
 	})
 }
 
+// "WithAcquireTimeout(d) (…; d ≤ 0: never wait)"
 func TestAcquireTimeoutZeroNeverWaits(t *testing.T) {
 	for _, d := range []time.Duration{0, -time.Second} {
 		synctest.Test(t, func(t *testing.T) {
@@ -242,6 +278,7 @@ func TestAcquireTimeoutZeroNeverWaits(t *testing.T) {
 	}
 }
 
+// "WithMaxWaiting(n) (more than n waiting: ErrRejected at once; …)"
 func TestMaxWaitingRejectsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiter.New(1, limiter.WithMaxWaiting(2))
@@ -269,14 +306,17 @@ func TestMaxWaitingRejectsAtOnce(t *testing.T) {
 	})
 }
 
+// "WithMaxWaiting(n) (…; 0: never wait; …)"
 func TestMaxWaitingZeroNeverWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiter.New(1, limiter.WithMaxWaiting(0))
 		require.NoError(t, l.Do(t.Context(), func(context.Context) error { return nil }))
 		h := hold(t, l)
+		start := time.Now()
 		assert.ErrorIs(t, l.Do(t.Context(), func(context.Context) error { return nil }), limiter.ErrTooManyWaiting)
 		_, err := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 0, nil }).Wait(t.Context())
 		assert.ErrorIs(t, err, limiter.ErrTooManyWaiting)
+		assert.Zero(t, time.Since(start))
 		h.free(t)
 		s := atRest(t, l)
 		assert.Equal(t, outcomes{Submitted: 4, Completed: 2, Rejected: 2}, outcomesOf(s))
@@ -336,6 +376,9 @@ func TestReentrantDoIsRejectedNotHung(t *testing.T) {
 	})
 }
 
+// "Cancelled (the call ended with an error while the caller's ctx — or its Future — was already
+// cancelled: while waiting, or while fn ran)": while waiting, with an acquire timeout that has not
+// fired, the call is Cancelled, not Rejected.
 func TestCallerContextEndsWhileWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiter.New(1, limiter.WithAcquireTimeout(time.Hour))
@@ -344,13 +387,15 @@ func TestCallerContextEndsWhileWaiting(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		c := goDo(ctx, l, nil)
 		cancel()
-		exactly(t, context.Canceled, <-c.err)
+		err := <-c.err
+		exactly(t, context.Canceled, err)
+		assert.NotErrorIs(t, err, limiter.ErrRejected)
 
 		errCause := errors.New("client went away")
 		ctx2, cancel2 := context.WithCancelCause(t.Context())
 		c2 := goDo(ctx2, l, nil)
 		cancel2(errCause)
-		err := <-c2.err
+		err = <-c2.err
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.ErrorIs(t, err, errCause, "the cause is reported too")
 
@@ -369,8 +414,9 @@ func TestCallerContextEndsWhileWaiting(t *testing.T) {
 	})
 }
 
-// Without a task timeout the task runs on the caller's goroutine, so Do returns when fn does;
-// an error after the caller's ctx ended counts Cancelled, success still counts Completed.
+// "Without a task timeout, Do/Call run fn on the caller's goroutine and return when fn does", also
+// when the caller's ctx ends while fn runs; an error after that counts Cancelled, success still
+// counts Completed.
 func TestCallerContextEndsWhileRunningHere(t *testing.T) {
 	l := limiter.New(1)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -382,7 +428,8 @@ func TestCallerContextEndsWhileRunningHere(t *testing.T) {
 	assert.Equal(t, outcomes{Submitted: 2, Completed: 1, Cancelled: 1}, outcomesOf(s))
 }
 
-// With a task timeout the caller leaves as soon as its ctx ends; the task keeps its slot.
+// "with one, fn runs on its own goroutine and the caller also returns promptly when its own ctx ends
+// (fn keeps its slot until it returns)."
 func TestCallerContextEndsWhileRunningWithTaskTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiter.New(1, limiter.WithTaskTimeout(time.Hour), limiter.WithAcquireTimeout(0))
@@ -415,37 +462,63 @@ func TestCallerContextEndsWhileRunningWithTaskTimeout(t *testing.T) {
 	})
 }
 
+// "after d of running the task's context is cancelled with cause ErrTaskTimeout — Go's interrupt — and
+// the caller gets limiter.ErrTaskTimeout promptly, even if fn ignores its context"; "a task that
+// overruns its timeout keeps its slot until fn really returns, and is counted as overrunning (and
+// in InFlight). No task body ever runs without a slot." (Submit: TestSubmitTaskTimeout.)
 func TestTaskTimeoutWhenTaskIgnoresContext(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := limiter.New(1, limiter.WithTaskTimeout(time.Second), limiter.WithAcquireTimeout(0))
-		release := make(chan struct{})
-		var cause error
-		start := time.Now()
-		c := goDo(t.Context(), l, func(ctx context.Context) error {
-			<-release // ignores ctx
-			cause = context.Cause(ctx)
-			return nil
+	for _, tt := range []struct {
+		name string
+		run  func(l *limiter.Limiter, fn func(context.Context) (int, error)) (int, error)
+	}{
+		{"Do", func(l *limiter.Limiter, fn func(context.Context) (int, error)) (int, error) {
+			return 0, l.Do(context.Background(), func(ctx context.Context) error { _, err := fn(ctx); return err })
+		}},
+		{"Call", func(l *limiter.Limiter, fn func(context.Context) (int, error)) (int, error) {
+			return limiter.Call(context.Background(), l, fn)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := limiter.New(1, limiter.WithTaskTimeout(time.Second))
+				release := make(chan struct{})
+				var cause error
+				start := time.Now()
+				v, err := tt.run(l, func(ctx context.Context) (int, error) {
+					<-release // ignores ctx
+					cause = context.Cause(ctx)
+					return 5, nil
+				})
+				assert.Equal(t, time.Second, time.Since(start), "the caller gets the timeout when it fires")
+				exactly(t, limiter.ErrTaskTimeout, err)
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				assert.Zero(t, v, "not fn's result")
+
+				s := l.Stats()
+				assert.Equal(t, 1, s.InFlight, "the overrunning task keeps its slot")
+				assert.Equal(t, 1, s.Overrunning)
+				assert.Equal(t, int64(1), s.TimedOut)
+
+				// No body runs without a slot: the next call waits for the overrunning fn.
+				next := goDo(t.Context(), l, nil)
+				time.Sleep(time.Hour)
+				synctest.Wait()
+				assert.True(t, next.pending())
+				assert.False(t, next.ran, "a body ran while the overrunning task held the only slot")
+
+				close(release)
+				require.NoError(t, <-next.err)
+				assert.True(t, next.ran)
+				exactly(t, limiter.ErrTaskTimeout, cause)
+				s = atRest(t, l)
+				assert.Equal(t, outcomes{Submitted: 2, Completed: 1, TimedOut: 1}, outcomesOf(s))
+			})
 		})
-		err := <-c.err
-		assert.Equal(t, time.Second, time.Since(start), "the caller gets the timeout when it fires")
-		exactly(t, limiter.ErrTaskTimeout, err)
-		assert.ErrorIs(t, err, context.DeadlineExceeded)
-
-		s := l.Stats()
-		assert.Equal(t, 1, s.InFlight, "the overrunning task keeps its slot")
-		assert.Equal(t, 1, s.Overrunning)
-		assert.Equal(t, int64(1), s.TimedOut)
-		assert.ErrorIs(t, l.Do(t.Context(), func(context.Context) error { return nil }), limiter.ErrRejected)
-
-		close(release)
-		synctest.Wait()
-		exactly(t, limiter.ErrTaskTimeout, cause)
-		require.NoError(t, l.Do(t.Context(), func(context.Context) error { return nil }))
-		s = atRest(t, l)
-		assert.Equal(t, outcomes{Submitted: 3, Completed: 1, TimedOut: 1, Rejected: 1}, outcomesOf(s))
-	})
+	}
 }
 
+// A task that heeds its ctx and returns ctx.Err() at the timeout still ends in ErrTaskTimeout,
+// counted TimedOut.
 func TestTaskTimeoutWhenTaskHeedsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiter.New(1, limiter.WithTaskTimeout(time.Second))
@@ -482,6 +555,8 @@ func TestTaskTimeoutNotReached(t *testing.T) {
 	})
 }
 
+// "A panicking task becomes an error wrapping *limiter.PanicError (fields Value any, Stack []byte;
+// Unwrap reaches an error value) for that call only; … Either way the slot is released."
 func TestPanicBecomesPanicError(t *testing.T) {
 	errBoom := errors.New("boom")
 	for _, tt := range []struct {
@@ -497,11 +572,20 @@ func TestPanicBecomesPanicError(t *testing.T) {
 		{"Do with task timeout", func(l *limiter.Limiter, fn func(context.Context) error) error {
 			return l.Do(context.Background(), fn)
 		}, []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
+		{"Call with task timeout", func(l *limiter.Limiter, fn func(context.Context) error) error {
+			_, err := limiter.Call(context.Background(), l, func(ctx context.Context) (int, error) { return 1, fn(ctx) })
+			return err
+		}, []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
 		{"Submit", func(l *limiter.Limiter, fn func(context.Context) error) error {
 			_, err := limiter.Submit(context.Background(), l, func(ctx context.Context) (int, error) { return 1, fn(ctx) }).
 				Wait(context.Background())
 			return err
 		}, nil},
+		{"Submit with task timeout", func(l *limiter.Limiter, fn func(context.Context) error) error {
+			_, err := limiter.Submit(context.Background(), l, func(ctx context.Context) (int, error) { return 1, fn(ctx) }).
+				Wait(context.Background())
+			return err
+		}, []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := limiter.New(1, tt.opts...)
@@ -538,8 +622,8 @@ func TestPanicAfterCancelCountsCancelled(t *testing.T) {
 	assert.Equal(t, outcomes{Submitted: 1, Cancelled: 1, Panicked: 1}, outcomesOf(s))
 }
 
-// Goexit in a task on the caller's goroutine ends the caller's goroutine, as it would without
-// the limiter, but the slot comes back and the call counts Failed.
+// "where fn runs on the caller's goroutine — Do/Call without a task timeout — Goexit ends the caller
+// as it would without the limiter; the slot is still released and the call counted Failed."
 func TestGoexitOnCallerGoroutine(t *testing.T) {
 	for _, name := range []string{"Do", "Call"} {
 		t.Run(name, func(t *testing.T) {
@@ -564,20 +648,40 @@ func TestGoexitOnCallerGoroutine(t *testing.T) {
 	}
 }
 
-// Where fn runs on a goroutine of the limiter's own, Goexit is an error.
+// "runtime.Goexit in a task becomes limiter.ErrGoexit … Either way the slot is released." Where fn
+// runs on a goroutine of the limiter's own: Do and Call with a task timeout, and Submit.
 func TestGoexitOnOwnGoroutine(t *testing.T) {
-	l := limiter.New(1, limiter.WithTaskTimeout(time.Hour))
-	err := l.Do(t.Context(), func(context.Context) error { runtime.Goexit(); return nil })
-	exactly(t, limiter.ErrGoexit, err)
-	l2 := limiter.New(1)
-	_, err = limiter.Submit(t.Context(), l2, func(context.Context) (int, error) { runtime.Goexit(); return 0, nil }).Wait(t.Context())
-	exactly(t, limiter.ErrGoexit, err)
-	for _, l := range []*limiter.Limiter{l, l2} {
-		s := atRest(t, l)
-		assert.Equal(t, outcomes{Submitted: 1, Failed: 1}, outcomesOf(s))
+	withTimeout := limiter.WithTaskTimeout(time.Hour)
+	for _, tt := range []struct {
+		name string
+		opts []limiter.Option
+		run  func(l *limiter.Limiter) error
+	}{
+		{"Do with task timeout", []limiter.Option{withTimeout}, func(l *limiter.Limiter) error {
+			return l.Do(context.Background(), func(context.Context) error { runtime.Goexit(); return nil })
+		}},
+		{"Call with task timeout", []limiter.Option{withTimeout}, func(l *limiter.Limiter) error {
+			_, err := limiter.Call(context.Background(), l, func(context.Context) (int, error) { runtime.Goexit(); return 0, nil })
+			return err
+		}},
+		{"Submit", nil, func(l *limiter.Limiter) error {
+			_, err := limiter.Submit(context.Background(), l, func(context.Context) (int, error) { runtime.Goexit(); return 0, nil }).
+				Wait(context.Background())
+			return err
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := limiter.New(1, tt.opts...)
+			exactly(t, limiter.ErrGoexit, tt.run(l))
+			require.NoError(t, l.Do(t.Context(), func(context.Context) error { return nil }), "the slot came back")
+			s := atRest(t, l)
+			assert.Equal(t, outcomes{Submitted: 2, Completed: 1, Failed: 1}, outcomesOf(s))
+		})
 	}
 }
 
+// "Shutdown(ctx) error — new calls and calls still waiting for a slot get ErrClosed at once (counted
+// Rejected); waits for running (and overrunning) tasks, or returns ctx's error; may be called again."
 func TestShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := limiter.New(1)
@@ -641,6 +745,10 @@ func TestShutdownWaitsForOverrunningTasks(t *testing.T) {
 		_, err := f.Wait(t.Context())
 		exactly(t, limiter.ErrTaskTimeout, err)
 		assert.Equal(t, 2, l.Stats().Overrunning)
+
+		short, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		assert.ErrorIs(t, l.Shutdown(short), context.DeadlineExceeded, "ctx's error while tasks overrun")
 
 		var wg sync.WaitGroup
 		for range 3 {

@@ -33,8 +33,8 @@ func (g *gauge) enter() {
 
 func (g *gauge) exit() { g.running.Add(-1) }
 
-// The limit is a hard bound on task bodies running at once: 64 goroutines hammer a limit of 8
-// through every entry point.
+// "The limit is a hard bound on running task bodies": 64 goroutines hammer a limit of 8 through
+// every entry point.
 func TestHardBound(t *testing.T) {
 	const goroutines, limit = 64, 8
 	calls := 10_000
@@ -163,6 +163,10 @@ func (ty *tally) add(t *testing.T, err error) {
 	}
 }
 
+// "Every call ends in exactly one of Completed (the call returned nil), Rejected (…), TimedOut (…),
+// Cancelled (…) and Failed (…). Panicked counts every panic, whichever outcome it fell under, so at
+// rest Submitted == Completed + Failed + Rejected + TimedOut + Cancelled."
+//
 // A randomized mix of everything — entry points, options, panics, Goexits, timeouts,
 // cancellations, Future.Cancel, Wait with short contexts, a Shutdown in the middle — keeps the
 // hard bound, and at rest every call is counted once, in the outcome its caller saw.
