@@ -265,6 +265,10 @@ func (e *Scope) logCancel() {
 	close(e.traced.logged)
 }
 
+// Recorded reports whether the scope is listed for dumps (Scopes was on at Open), and so whether
+// its subtasks need Tasks: scope.Map makes one per element only then. False for a nil Scope.
+func (e *Scope) Recorded() bool { return e != nil && e.tracked }
+
 // ID returns the scope's number, unique in the process.
 func (e *Scope) ID() uint64 { return e.id }
 

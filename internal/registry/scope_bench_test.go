@@ -96,3 +96,17 @@ func BenchmarkCollect(b *testing.B) {
 		_ = s.Join()
 	}
 }
+
+// BenchmarkRecordOpenLeave isolates the registry's calls for a scope that forks nothing (Open,
+// Joining, Leave), with Scopes on, from the scope around them.
+func BenchmarkRecordOpenLeave(b *testing.B) {
+	enable(b, registry.Scopes)
+	inner, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		e := registry.Open(inner, registry.ScopeInfo{})
+		e.Joining()
+		e.Leave()
+	}
+}

@@ -403,3 +403,23 @@ func TestTableIndex(t *testing.T) {
 		}
 	}
 }
+
+// openVia opens a scope through depth frames of the caller's own, none inlined: loom's deepest
+// chain above registry.Open is six frames, and the site must still be found.
+//
+//go:noinline
+func openVia(ctx context.Context, depth int) *regtest.Scope {
+	if depth == 0 {
+		return regtest.Open(ctx, regtest.Options{Name: "via"})
+	}
+	return openVia(ctx, depth-1)
+}
+
+func TestSiteThroughDeepLoomLikeChains(t *testing.T) {
+	enable(t, registry.Scopes)
+	s := openVia(t.Context(), 5)
+	r := byName(t, collect(), "via")
+	assert.Contains(t, r.Site, "scope_test.go:", "the first frame that is not loom's: here")
+	require.NoError(t, s.Join())
+	assert.False(t, (*registry.Scope)(nil).Recorded())
+}

@@ -8,9 +8,10 @@ import (
 	"unsafe"
 )
 
-// openPCs is how many return addresses Open keeps. From the caller of Open the deepest chain of
-// loom's own frames is scope.Open, scope.Map, scope.All: the fourth is the user's; one to spare.
-const openPCs = 5
+// openPCs is how many return addresses Open keeps: enough to climb out of loom's own frames
+// above it — the deepest chain is scope's helper that calls Open, scope's open, scope.Open,
+// scope.Map, scope.All, then the user's — with two to spare. Inlined frames take none.
+const openPCs = 8
 
 // useFP says whether callers walks frame pointers. runtime.Callers costs a few hundred
 // nanoseconds, more than the whole budget of a recorded Open; following frame pointers costs a
