@@ -72,7 +72,8 @@ var nextID atomic.Uint64
 // derived from it (a limiter's task context, scoped-value bindings), find its parent.
 //
 // Fork, ForkAt, Refuse and Blocked may be called from any goroutine, Enter and Done on the
-// subtask's, Joining and Leave by the owner. None of them ever waits: the record is kept with
+// subtask's, Joining and Leave by the owner; on a nil *Scope they do nothing, so that a scope
+// need not check outside its hot paths (where a nil check of its own is the whole cost). None of them ever waits: the record is kept with
 // atomic operations, and a dump reads it the same way.
 type Scope struct {
 	// Fixed at Open, and read by every start.
@@ -287,7 +288,7 @@ func (e *Scope) Context() context.Context {
 // starts. It costs one atomic add: the subtask takes its place among the running ones in Enter,
 // on its own goroutine, so the forking loop does nothing more.
 func (e *Scope) Fork(t *Task, fn any) {
-	if !e.tracked {
+	if e == nil || !e.tracked {
 		return
 	}
 	t.seq, t.pc = uintptr(e.hotPart().forks.Add(1)), funcPC(fn)
@@ -297,7 +298,7 @@ func (e *Scope) Fork(t *Task, fn any) {
 // (scope.Map's workers): t is the call's own Task (Map keeps one per element, in one slice), seq
 // its place in fork order, from 1. Pair it with Enter and Done on the goroutine that runs it.
 func (e *Scope) ForkAt(t *Task, seq int64, fn any) {
-	if !e.tracked {
+	if e == nil || !e.tracked {
 		return
 	}
 	e.hotPart().forks.Add(1)
@@ -307,7 +308,7 @@ func (e *Scope) ForkAt(t *Task, seq int64, fn any) {
 // Refuse records a fork whose function never runs: Cancelled (forked on a cancelled scope) or
 // Failed (a Joiner's OnFork refused it). It takes a place in fork order like any fork.
 func (e *Scope) Refuse(o Outcome) {
-	if !e.tracked {
+	if e == nil || !e.tracked {
 		return
 	}
 	h := e.hotPart()
@@ -319,6 +320,9 @@ func (e *Scope) Refuse(o Outcome) {
 // the running ones, sets the goroutine's pprof labels (with Labels on at Open) and, while a trace
 // records, starts the subtask's region, which the caller ends when the function has returned.
 func (e *Scope) Enter(t *Task) Region {
+	if e == nil {
+		return Region{}
+	}
 	if e.tracked {
 		t.started = now() - e.opened
 		e.hot.Load().publish(t) // made by Fork, which came first
@@ -362,7 +366,7 @@ func (h *hot) grow(tab *table) *table {
 // once for every Task given to Fork or ForkAt, on the goroutine that ran it (after Enter), once
 // the outcome is final and before the subtask stops counting for Join.
 func (e *Scope) Done(t *Task, o Outcome) {
-	if !e.tracked {
+	if e == nil || !e.tracked {
 		return
 	}
 	h := e.hotPart()
@@ -383,7 +387,7 @@ func (e *Scope) Done(t *Task, o Outcome) {
 // Blocked adds delta to the forks blocked on the scope's limit: +1 before a Fork waits for a
 // slot, -1 when the wait is over.
 func (e *Scope) Blocked(delta int) {
-	if !e.tracked {
+	if e == nil || !e.tracked {
 		return
 	}
 	e.blocked.Add(int64(delta))
@@ -391,7 +395,7 @@ func (e *Scope) Blocked(delta int) {
 
 // Joining records that the owner waits in Join or Close.
 func (e *Scope) Joining() {
-	if !e.tracked {
+	if e == nil || !e.tracked {
 		return
 	}
 	e.joining.Store(true)
@@ -401,6 +405,9 @@ func (e *Scope) Joining() {
 // Close has finished waiting, before it returns, and before the scope's context is released (so
 // that the release is not logged as a cancellation). Calling it again does nothing.
 func (e *Scope) Leave() {
+	if e == nil {
+		return
+	}
 	if e.tracked {
 		unlist(e)
 	}
@@ -414,7 +421,12 @@ func (e *Scope) Leave() {
 }
 
 // Labels returns the context whose pprof labels the scope's goroutines carry, or nil without.
-func (e *Scope) Labels() context.Context { return e.labels }
+func (e *Scope) Labels() context.Context {
+	if e == nil {
+		return nil
+	}
+	return e.labels
+}
 
 // ctxKey is the context key under which a recorded scope's context answers with its Scope.
 type ctxKey struct{}

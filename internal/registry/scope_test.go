@@ -423,3 +423,18 @@ func TestSiteThroughDeepLoomLikeChains(t *testing.T) {
 	require.NoError(t, s.Join())
 	assert.False(t, (*registry.Scope)(nil).Recorded())
 }
+
+// A nil record (nothing recorded) takes every call and does nothing.
+func TestNilRecordDoesNothing(t *testing.T) {
+	var e *registry.Scope
+	var task registry.Task
+	e.Fork(&task, noop)
+	e.ForkAt(&task, 1, noop)
+	e.Refuse(registry.Cancelled)
+	e.Enter(&task).End()
+	e.Done(&task, registry.Succeeded)
+	e.Blocked(1)
+	e.Joining()
+	e.Leave()
+	assert.Nil(t, e.Labels())
+}
