@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// "All[T](ctx, fns ...func(context.Context) (T, error)) ([]T, error) (results in input order, fail
+// fast)"
 func TestAllKeepsInputOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		got, err := scope.All(t.Context(),
@@ -48,6 +50,7 @@ func TestAllFailsFast(t *testing.T) {
 	})
 }
 
+// The helpers are built on a scope: a panic re-panics on the caller's goroutine as a *PanicError.
 func TestAllPanics(t *testing.T) {
 	t.Parallel()
 	require.PanicsWithValue(t, "scope: All: nil function", func() { _, _ = scope.All[int](t.Context(), nil) })
@@ -60,6 +63,7 @@ func TestAllPanics(t *testing.T) {
 	t.Fatal("All returned")
 }
 
+// "Race[T](ctx, fns...) (T, error) (first success, cancel the rest)"
 func TestRace(t *testing.T) {
 	t.Run("first success cancels the rest", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -82,6 +86,15 @@ func TestRace(t *testing.T) {
 			assert.Equal(t, time.Second, time.Since(synctestStart(t)))
 		})
 	})
+	t.Run("the first of several successes", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			got, err := scope.Race(t.Context(),
+				sleeper(2*time.Second, 2, nil), // ignores its context: its success comes after the win
+				sleeper(time.Second, 1, nil))
+			require.NoError(t, err)
+			assert.Equal(t, 1, got)
+		})
+	})
 	t.Run("all fail", func(t *testing.T) {
 		t.Parallel()
 		got, err := scope.Race(t.Context(), failing(errA), failing(errB))
@@ -91,11 +104,24 @@ func TestRace(t *testing.T) {
 	})
 	t.Run("no functions", func(t *testing.T) {
 		t.Parallel()
-		_, err := scope.Race[int](t.Context())
+		got, err := scope.Race[int](t.Context())
 		require.ErrorIs(t, err, scope.ErrNoSubtasks)
+		assert.Zero(t, got)
+	})
+	t.Run("a panic re-panics", func(t *testing.T) {
+		t.Parallel()
+		defer func() {
+			pe, ok := recover().(*scope.PanicError)
+			require.True(t, ok)
+			assert.Equal(t, "in Race", pe.Value)
+		}()
+		_, _ = scope.Race(t.Context(), func(context.Context) (int, error) { explode("in Race"); return 0, nil })
+		t.Fatal("Race returned")
 	})
 }
 
+// "Map[In, Out](ctx context.Context, in []In, fn func(context.Context, In) (Out, error), opts
+// ...Option) ([]Out, error)": results in input order, with or without a limit.
 func TestMapKeepsInputOrder(t *testing.T) {
 	t.Parallel()
 	in := make([]int, 100)
@@ -262,7 +288,8 @@ func unwrapAll(err error) []error {
 	return out
 }
 
-func TestMapParentCancelled(t *testing.T) {
+// All, Race and Map on a parent that has already ended run nothing and return the parent's cause.
+func TestHelpersParentCancelled(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -272,6 +299,11 @@ func TestMapParentCancelled(t *testing.T) {
 		return 0, nil
 	})
 	require.ErrorIs(t, err, context.Canceled)
-	assert.Zero(t, calls.Load())
 	assert.True(t, errors.Is(err, context.Canceled))
+	fn := func(context.Context) (int, error) { calls.Add(1); return 1, nil }
+	_, err = scope.All(ctx, fn, fn)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = scope.Race(ctx, fn, fn)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Zero(t, calls.Load())
 }

@@ -14,6 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// "the default is FailFast()"; "FailFast() — the first failure cancels the siblings (the scope's
+// context.Cause is that error); Join returns an error for which errors.Is(err, firstErr) holds
+// (siblings' cancellation errors never mask it)."
 func TestFailFastFirstFailureCancelsSiblings(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -45,13 +48,19 @@ func TestFailFastFirstFailureCancelsSiblings(t *testing.T) {
 	}
 }
 
+// "Cancelled means the subtask had not completed when the scope was cancelled …: its outcome is
+// discarded and never counts as a failure; its Err() is the scope's cancellation cause … and
+// Result() returns the zero value with that error" — a failure or a success alike. Join still
+// waits for a subtask that outlives the cancellation.
 func TestFailFastLaterFailuresDoNotCount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := scope.Open(t.Context())
 		defer s.Close()
+		var lateReturned atomic.Bool
 		late := scope.Fork(s, func(ctx context.Context) (int, error) {
 			<-ctx.Done()
 			time.Sleep(time.Second)
+			lateReturned.Store(true)
 			return 0, errB
 		})
 		lateOK := scope.Fork(s, func(ctx context.Context) (int, error) {
@@ -61,12 +70,18 @@ func TestFailFastLaterFailuresDoNotCount(t *testing.T) {
 		scope.Fork(s, failing(errA))
 		err := s.Join()
 		require.Equal(t, errA, err)
+		assert.True(t, lateReturned.Load(), "Join returned while a subtask was still running")
 		assert.Equal(t, scope.Cancelled, late.State())
+		assert.Equal(t, errA, late.Err(), "its own error is discarded")
 		assert.Equal(t, scope.Cancelled, lateOK.State())
 		assert.Nil(t, lateOK.Value())
+		v, err := lateOK.Result()
+		assert.Zero(t, v, "its own result is discarded")
+		assert.Equal(t, errA, err)
 	})
 }
 
+// "AwaitAll() — never cancels; Join returns errors.Join of every failure, nil if none."
 func TestAwaitAllJoinsEveryFailure(t *testing.T) {
 	t.Parallel()
 	s := scope.Open(t.Context(), scope.AwaitAll())
@@ -78,6 +93,7 @@ func TestAwaitAllJoinsEveryFailure(t *testing.T) {
 	err := s.Join()
 	require.ErrorIs(t, err, errA)
 	require.ErrorIs(t, err, errB)
+	assert.ElementsMatch(t, []error{errA, errB}, unwrapAll(err), "every failure and nothing else")
 	assert.Equal(t, 1, ok.Get(), "AwaitAll never cancels")
 	assert.Equal(t, scope.Failed, b.State())
 	assert.Error(t, s.Context().Err(), "the context is done after Join")
@@ -100,6 +116,9 @@ func waitDone(t scope.Task) <-chan struct{} {
 	return ch
 }
 
+// "FirstSuccess() — a failure does not short-circuit; the first success cancels the rest; Join
+// returns nil if any succeeded, else errors.Join of the failures; with nothing forked, an error
+// matching scope.ErrNoSubtasks (so does Race with no functions)."
 func TestFirstSuccess(t *testing.T) {
 	t.Run("failure does not short-circuit; first success cancels the rest", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -148,6 +167,7 @@ func TestFirstSuccess(t *testing.T) {
 		err := s.Join()
 		require.ErrorIs(t, err, errA)
 		require.ErrorIs(t, err, errB)
+		assert.NotErrorIs(t, err, scope.ErrNoSubtasks)
 	})
 	t.Run("nothing forked", func(t *testing.T) {
 		t.Parallel()
@@ -160,6 +180,8 @@ func TestFirstSuccess(t *testing.T) {
 // synctestStart is the bubble's epoch: synctest starts every bubble at the same fake instant.
 func synctestStart(*testing.T) time.Time { return time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) }
 
+// "CancelWhen(func(Task) bool) — cancels when the predicate holds for a completed subtask; Join
+// returns nil unless the scope ended from outside." The predicate sees failures too.
 func TestCancelWhen(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
@@ -185,6 +207,7 @@ func TestCancelWhen(t *testing.T) {
 	require.PanicsWithValue(t, "scope: CancelWhen: nil predicate", func() { scope.CancelWhen(nil) })
 }
 
+// CancelWhen's "Join returns nil unless the scope ended from outside".
 func TestCancelWhenEndedFromOutside(t *testing.T) {
 	t.Parallel()
 	parent, cancel := context.WithCancel(t.Context())
@@ -235,6 +258,8 @@ func (r *recorder) Result() error {
 	return r.result
 }
 
+// "When OnFork returns an error, fn never runs and the subtask is Failed with that error (and handed
+// to OnComplete)."
 func TestWithJoinerOnForkRejects(t *testing.T) {
 	t.Parallel()
 	errNo := errors.New("no more forks")
@@ -252,6 +277,9 @@ func TestWithJoinerOnForkRejects(t *testing.T) {
 	assert.Equal(t, int32(1), r.results.Load())
 }
 
+// "returning true cancels the scope"; "A fork after cancellation still calls OnFork, then is
+// Cancelled"; OnComplete runs "never for Cancelled ones"; "A fork on a cancelled scope is Cancelled
+// whatever OnFork returns"; "Result is called once, by the first Join, and is what Join returns".
 func TestWithJoinerForkAfterCancellation(t *testing.T) {
 	t.Parallel()
 	r := newRecorder()
@@ -268,10 +296,15 @@ func TestWithJoinerForkAfterCancellation(t *testing.T) {
 	assert.Equal(t, scope.Cancelled, rejected.State(), "Cancelled whatever OnFork returns")
 	assert.Equal(t, errA, late.Err(), "the cause is the failure OnComplete cancelled for")
 	require.Equal(t, errB, s.Join(), "Join returns Result")
+	assert.Same(t, errB, s.Join())
+	assert.Equal(t, int32(1), r.results.Load(), "Result is called once")
 	assert.Equal(t, []scope.Task{bad, late, rejected}, r.forks, "OnFork is called for every fork")
 	assert.Equal(t, map[scope.Task]int{bad: 1}, r.completions, "never for Cancelled subtasks")
 }
 
+// "OnComplete runs exactly once for each subtask that completes before cancellation, possibly
+// concurrently"; "Result is called once, by the first Join, and is what Join returns" — nil here,
+// whatever failed.
 func TestWithJoinerOnCompleteOncePerCompletion(t *testing.T) {
 	t.Parallel()
 	r := newRecorder()
@@ -301,6 +334,8 @@ func TestWithJoinerOnCompleteOncePerCompletion(t *testing.T) {
 	t.Logf("at most %d OnComplete calls ran at once", r.maxParallel.Load())
 }
 
+// "Result … is what Join returns (unless the scope ended from outside)"; ended from outside, "Result
+// is not called".
 func TestWithJoinerResultNotCalledWhenEndedFromOutside(t *testing.T) {
 	t.Parallel()
 	r := newRecorder()

@@ -23,6 +23,10 @@ func sleeper(d time.Duration, v int, err error) func(context.Context) (int, erro
 	}
 }
 
+// WithTimeout: "the clock starts at Open; … if the deadline passes while any subtask is still
+// running, … the scope is cancelled and Join returns an error matching both scope.ErrTimeout and
+// context.DeadlineExceeded; … subtasks that succeeded before the deadline keep their results";
+// ending from outside, the timeout's cause is "joined with any failures that happened before".
 func TestTimeoutCancelsRunningWork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := scope.Open(t.Context(), scope.WithTimeout(2*time.Second), scope.AwaitAll())
@@ -44,22 +48,29 @@ func TestTimeoutCancelsRunningWork(t *testing.T) {
 	})
 }
 
+// "if every subtask had completed before the deadline, the deadline changes nothing"; "An outside
+// end after every subtask had completed changes nothing (also with no subtasks at all), though the
+// scope's context is done either way."
 func TestTimeoutAfterEverySubtaskChangesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := scope.Open(t.Context(), scope.WithTimeout(2*time.Second))
 		defer s.Close()
 		st := scope.Fork(s, sleeper(time.Second, 1, nil))
 		time.Sleep(3 * time.Second) // the owner is late to Join: the deadline passes with nothing running
+		assert.ErrorIs(t, s.Context().Err(), context.DeadlineExceeded, "the context is done either way")
 		require.NoError(t, s.Join())
 		assert.Equal(t, 1, st.Get())
 
 		empty := scope.Open(t.Context(), scope.WithTimeout(time.Second))
 		defer empty.Close()
 		time.Sleep(2 * time.Second)
+		assert.ErrorIs(t, empty.Context().Err(), context.DeadlineExceeded)
 		require.NoError(t, empty.Join(), "no subtasks at all")
 	})
 }
 
+// WithTimeout: "if the deadline passes while any subtask is still running, or a subtask is forked
+// after it, the scope is cancelled and Join returns" ErrTimeout.
 func TestTimeoutThenForkIsCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := scope.Open(t.Context(), scope.WithTimeout(time.Second))
@@ -76,14 +87,17 @@ func TestTimeoutThenForkIsCancelled(t *testing.T) {
 	})
 }
 
+// WithTimeout: "d ≤ 0 is already expired, like context.WithTimeout".
 func TestTimeoutNotPositiveIsExpired(t *testing.T) {
 	t.Parallel()
 	for _, d := range []time.Duration{0, -time.Second} {
 		s := scope.Open(t.Context(), scope.WithTimeout(d))
 		assert.ErrorIs(t, s.Context().Err(), context.DeadlineExceeded)
-		st := scope.Fork(s, value(1))
+		ran := false
+		st := scope.Fork(s, func(context.Context) (int, error) { ran = true; return 1, nil })
 		assert.Equal(t, scope.Cancelled, st.State())
 		require.ErrorIs(t, s.Join(), scope.ErrTimeout)
+		assert.False(t, ran)
 		s.Close()
 
 		empty := scope.Open(t.Context(), scope.WithTimeout(d))
@@ -119,39 +133,91 @@ func TestTimeoutAtTheInstantOfCompletionIsConsistent(t *testing.T) {
 	t.Logf("completion first %d times, deadline first %d times", seen[true], seen[false])
 }
 
+// "Ending from outside: when the parent context ends … while a subtask is still running …, and the
+// policy has not decided yet, Join returns that cause — errors.Is(err, context.Canceled) … — joined
+// with any failures that happened before", whatever the policy.
 func TestParentCancelEndsScopeFromOutside(t *testing.T) {
 	t.Parallel()
-	parent, cancel := context.WithCancel(t.Context())
-	s := scope.Open(parent, scope.AwaitAll())
-	defer s.Close()
-	bad := scope.Fork(s, failing(errA))
-	<-waitDone(bad)
-	started := make(chan struct{})
-	st := scope.Fork(s, func(ctx context.Context) (int, error) { close(started); return untilDone(ctx) })
-	<-started
-	cancel()
-	err := s.Join()
-	require.ErrorIs(t, err, context.Canceled)
-	require.ErrorIs(t, err, errA, "joined with the failures before")
-	assert.Equal(t, scope.Cancelled, st.State())
+	for _, tt := range []struct {
+		name   string
+		policy scope.Option
+	}{
+		{"AwaitAll", scope.AwaitAll()},
+		{"FirstSuccess", scope.FirstSuccess()},
+		{"CancelWhen", scope.CancelWhen(func(scope.Task) bool { return false })},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			parent, cancel := context.WithCancel(t.Context())
+			s := scope.Open(parent, tt.policy)
+			defer s.Close()
+			bad := scope.Fork(s, failing(errA))
+			<-waitDone(bad)
+			started := make(chan struct{})
+			st := scope.Fork(s, func(ctx context.Context) (int, error) { close(started); return untilDone(ctx) })
+			<-started
+			cancel()
+			err := s.Join()
+			require.ErrorIs(t, err, context.Canceled)
+			require.ErrorIs(t, err, errA, "joined with the failures before")
+			assert.Equal(t, scope.Cancelled, st.State())
+		})
+	}
 }
 
+// "An outside end after every subtask had completed changes nothing (also with no subtasks at all),
+// though the scope's context is done either way": the policy's result stands — a success, every
+// failure, a custom Joiner's Result (it is called), ErrNoSubtasks.
 func TestParentCancelAfterEverySubtaskChangesNothing(t *testing.T) {
 	t.Parallel()
-	parent, cancel := context.WithCancel(t.Context())
-	s := scope.Open(parent)
-	defer s.Close()
-	st := scope.Fork(s, value(1))
-	<-waitDone(st)
-	cancel()
-	require.NoError(t, s.Join())
-	assert.Equal(t, 1, st.Get())
+	verdict := newRecorder()
+	verdict.result = errB
+	for _, tt := range []struct {
+		name string
+		opts []scope.Option
+		fork func(context.Context) (int, error) // nil: nothing forked
+		want error                              // matched by Join's error; nil: no error
+	}{
+		{"a success", nil, value(1), nil},
+		{"AwaitAll's failures", []scope.Option{scope.AwaitAll()}, failing(errA), errA},
+		{"FirstSuccess, all failed", []scope.Option{scope.FirstSuccess()}, failing(errA), errA},
+		{"a Joiner's Result", []scope.Option{scope.WithJoiner(verdict)}, value(1), errB},
+		{"nothing forked", nil, nil, nil},
+		{"FirstSuccess, nothing forked", []scope.Option{scope.FirstSuccess()}, nil, scope.ErrNoSubtasks},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			parent, cancel := context.WithCancel(t.Context())
+			s := scope.Open(parent, tt.opts...)
+			defer s.Close()
+			var st *scope.Subtask[int]
+			if tt.fork != nil {
+				st = scope.Fork(s, tt.fork)
+				<-waitDone(st)
+			}
+			cancel()
+			assert.Error(t, s.Context().Err(), "the context is done either way")
+			err := s.Join()
+			if tt.want == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tt.want)
+				assert.NotErrorIs(t, err, context.Canceled)
+			}
+			if st != nil && st.State() == scope.Succeeded {
+				assert.Equal(t, 1, st.Get())
+			}
+		})
+	}
+	assert.Equal(t, int32(1), verdict.results.Load(), "the Joiner's Result was called")
 
+	parent, cancel := context.WithCancel(t.Context())
+	cancel()
 	again := scope.Open(parent, scope.FirstSuccess()) // opened on a done parent, nothing forked
 	defer again.Close()
 	require.ErrorIs(t, again.Join(), scope.ErrNoSubtasks, "the policy decides: nothing ran")
 }
 
+// "A decision the policy made first (FailFast's first failure, FirstSuccess's success) stands"
+// against a later timeout or parent cancellation. (Racing: TestPolicyDecisionStandsAgainstARacingOutsideEnd.)
 func TestPolicyDecisionFirstStands(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := scope.Open(t.Context(), scope.WithTimeout(2*time.Second))
@@ -161,6 +227,15 @@ func TestPolicyDecisionFirstStands(t *testing.T) {
 		require.Equal(t, errA, s.Join(), "FailFast decided at 1s; the deadline at 2s changes nothing")
 		assert.Equal(t, scope.Cancelled, stubborn.State())
 		assert.Equal(t, errA, context.Cause(s.Context()))
+
+		ffParent, ffCancel := context.WithCancel(t.Context())
+		ff := scope.Open(ffParent)
+		defer ff.Close()
+		scope.Fork(ff, sleeper(time.Hour, 1, nil)) // still running, ignoring its context
+		scope.Fork(ff, failing(errA))
+		synctest.Wait()
+		ffCancel()
+		require.Equal(t, errA, ff.Join(), "FailFast had decided before the parent ended")
 
 		parent, cancel := context.WithCancel(t.Context())
 		fs := scope.Open(parent, scope.FirstSuccess())
@@ -174,6 +249,7 @@ func TestPolicyDecisionFirstStands(t *testing.T) {
 	})
 }
 
+// WithLimit: "at most n subtasks running; Fork blocks until a slot frees".
 func TestLimitBoundsRunningSubtasks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := scope.Open(t.Context(), scope.WithLimit(3))
@@ -189,13 +265,15 @@ func TestLimitBoundsRunningSubtasks(t *testing.T) {
 				return 0, nil
 			})
 		}
+		assert.Equal(t, 6*time.Second, time.Since(synctestStart(t)), "the 20th Fork returned when its slot freed")
 		require.NoError(t, s.Join())
 		assert.Equal(t, int32(3), peak.Load())
 		assert.Equal(t, 7*time.Second, time.Since(synctestStart(t)), "20 one-second tasks, 3 at a time")
 	})
 }
 
-// The shape of conc#88: the running subtasks wait for cancellation and the one that fails is
+// WithLimit: a blocked Fork "returns a Cancelled subtask without running fn if the scope is cancelled
+// while it waits". The shape of conc#88: the running subtasks wait for cancellation and the one that fails is
 // queued behind them. The blocked Fork must give up when the scope is cancelled.
 func TestLimitBlockedForkGivesUpOnCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -228,12 +306,15 @@ func TestLimitBlockedForkGivesUpOnFailure(t *testing.T) {
 	})
 }
 
+// "WithLimit(n int) (n ≥ 1, else panic; …)"
 func TestWithLimitRejectsLessThanOne(t *testing.T) {
 	t.Parallel()
 	require.PanicsWithValue(t, "scope: WithLimit: n must be at least 1", func() { scope.WithLimit(0) })
 	require.PanicsWithValue(t, "scope: WithLimit: n must be at least 1", func() { scope.WithLimit(-3) })
 }
 
+// Ending from outside, Join returns "errors.Is(err, context.Canceled) (or the parent's own cause)";
+// the Cancelled subtask's Err is that cause too.
 func TestParentCauseIsReported(t *testing.T) {
 	t.Parallel()
 	errGone := errors.New("client went away")
@@ -241,10 +322,42 @@ func TestParentCauseIsReported(t *testing.T) {
 	s := scope.Open(parent)
 	defer s.Close()
 	started := make(chan struct{})
-	scope.Fork(s, func(ctx context.Context) (int, error) { close(started); return untilDone(ctx) })
+	st := scope.Fork(s, func(ctx context.Context) (int, error) { close(started); return untilDone(ctx) })
 	<-started
 	cancel(errGone)
 	assert.Equal(t, errGone, s.Join())
+	assert.Equal(t, scope.Cancelled, st.State())
+	assert.Equal(t, errGone, st.Err())
+	assert.Equal(t, errGone, context.Cause(s.Context()))
+}
+
+// Ending from outside: "ErrTimeout for the timeout", the parent's own cause for the parent — a
+// parent's deadline is the parent's end, not the scope's timeout, whichever of the two is sooner.
+func TestParentDeadlineIsNotTheScopeTimeout(t *testing.T) {
+	t.Run("the parent's deadline first", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			parent, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			s := scope.Open(parent, scope.WithTimeout(time.Hour))
+			defer s.Close()
+			scope.Fork(s, untilDone)
+			err := s.Join()
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.NotErrorIs(t, err, scope.ErrTimeout)
+		})
+	})
+	t.Run("the scope's timeout first", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			parent, cancel := context.WithTimeout(t.Context(), time.Hour)
+			defer cancel()
+			s := scope.Open(parent, scope.WithTimeout(time.Second))
+			defer s.Close()
+			scope.Fork(s, untilDone)
+			err := s.Join()
+			require.ErrorIs(t, err, scope.ErrTimeout)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+		})
+	})
 }
 
 // A failing subtask's slot is handed over only after the policy has decided: a blocked Fork must

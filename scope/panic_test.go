@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/goloom/loom/scope"
 	"github.com/stretchr/testify/assert"
@@ -34,6 +36,8 @@ func joinPanic(t *testing.T, s *scope.Scope) (pe *scope.PanicError) {
 //go:noinline
 func explode(v any) { panic(v) }
 
+// "By default Join re-panics in the owner's goroutine, after all subtasks have returned, with the
+// first *scope.PanicError (fields Value any and Stack []byte, the child's stack …)".
 func TestPanicRepanicsInJoinAfterEverySubtask(t *testing.T) {
 	t.Parallel()
 	s := scope.Open(t.Context())
@@ -62,21 +66,27 @@ func TestPanicRepanicsInJoinAfterEverySubtask(t *testing.T) {
 	assert.Same(t, pe, s.Join(), "later Joins return it")
 }
 
+// "Panics: a panicking subtask is a failure and cancels the scope at once (siblings and blocked
+// forks see it immediately, not at Join)", whatever the policy — AwaitAll too.
 func TestPanicCancelsAtOnce(t *testing.T) {
 	t.Parallel()
-	s := scope.Open(t.Context(), scope.WithLimit(1))
-	defer s.Close()
-	release := make(chan struct{})
-	scope.Fork(s, func(context.Context) (int, error) { <-release; explode("boom"); return 0, nil })
-	blocked := make(chan *scope.Subtask[int])
-	go func() { blocked <- scope.Fork(s, value(1)) }() // waits for the slot
-	close(release)
-	<-s.Context().Done() // before any Join: siblings and blocked forks see it now
-	st := <-blocked
-	assert.Equal(t, scope.Cancelled, st.State())
-	joinPanic(t, s)
+	for _, policy := range []scope.Option{scope.FailFast(), scope.AwaitAll()} {
+		s := scope.Open(t.Context(), scope.WithLimit(1), policy)
+		release := make(chan struct{})
+		scope.Fork(s, func(context.Context) (int, error) { <-release; explode("boom"); return 0, nil })
+		blocked := make(chan *scope.Subtask[int])
+		go func() { blocked <- scope.Fork(s, value(1)) }() // waits for the slot
+		close(release)
+		<-s.Context().Done() // before any Join: siblings and blocked forks see it now
+		st := <-blocked
+		assert.Equal(t, scope.Cancelled, st.State())
+		joinPanic(t, s)
+		s.Close()
+	}
 }
 
+// "The one exception: a panic is never discarded — a subtask that panics, even after cancellation,
+// is Failed with a *PanicError", and Join re-panics with it.
 func TestPanicAfterCancellationIsNeverDiscarded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := scope.Open(t.Context())
@@ -94,6 +104,7 @@ func TestPanicAfterCancellationIsNeverDiscarded(t *testing.T) {
 	})
 }
 
+// Join re-panics "with the first *scope.PanicError".
 func TestFirstPanicWins(t *testing.T) {
 	t.Parallel()
 	s := scope.Open(t.Context(), scope.AwaitAll())
@@ -104,6 +115,8 @@ func TestFirstPanicWins(t *testing.T) {
 	assert.Equal(t, "first", joinPanic(t, s).Value)
 }
 
+// Close "does re-panic a subtask's panic that no Join has surfaced yet — a panic is never lost —
+// once: a later Close returns quietly."
 func TestCloseRepanicsOnce(t *testing.T) {
 	t.Parallel()
 	s := scope.Open(t.Context())
@@ -121,6 +134,7 @@ func TestCloseRepanicsOnce(t *testing.T) {
 	require.ErrorAs(t, s.Join(), &pe, "a Join after Close reports it without panicking again")
 }
 
+// "With PanicsAsErrors() Join returns that *PanicError as its error instead", under every policy.
 func TestPanicsAsErrors(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -150,39 +164,84 @@ func TestPanicsAsErrors(t *testing.T) {
 	}
 }
 
+// "With PanicsAsErrors() a panic is an ordinary failure (it competes for "first failure" like any
+// error)".
 func TestPanicsAsErrorsCompetesForFirstFailure(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := scope.Open(t.Context(), scope.PanicsAsErrors())
-		defer s.Close()
-		late := scope.Fork(s, func(ctx context.Context) (int, error) {
-			<-ctx.Done()
-			explode("after the first failure")
-			return 0, nil
+	t.Run("an error first", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := scope.Open(t.Context(), scope.PanicsAsErrors())
+			defer s.Close()
+			late := scope.Fork(s, func(ctx context.Context) (int, error) {
+				<-ctx.Done()
+				explode("after the first failure")
+				return 0, nil
+			})
+			scope.Fork(s, failing(errA))
+			err := s.Join()
+			assert.Equal(t, scope.Failed, late.State(), "the panic is still not discarded")
+			// "every *PanicError of the scope (also those of subtasks that panicked after
+			// cancellation) is in Join's error (errors.Join of the policy's result and the panics, in
+			// completion order)."
+			require.Equal(t, []error{errA, late.Err()}, unwrapAll(err), "the first failure, then the late panic")
 		})
-		scope.Fork(s, failing(errA))
-		err := s.Join()
-		assert.Equal(t, scope.Failed, late.State(), "the panic is still not discarded")
-		// "every *PanicError of the scope (also those of subtasks that panicked after
-		// cancellation) is in Join's error (errors.Join of the policy's result and the panics, in
-		// completion order)."
-		require.Equal(t, []error{errA, late.Err()}, unwrapAll(err), "the first failure, then the late panic")
+	})
+	t.Run("a panic first", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := scope.Open(t.Context(), scope.PanicsAsErrors())
+			defer s.Close()
+			later := scope.Fork(s, sleeper(time.Second, 0, errB)) // fails after the panic, ignoring ctx
+			bad := scope.Fork(s, func(context.Context) (int, error) { explode("first"); return 0, nil })
+			var err error
+			require.NotPanics(t, func() { err = s.Join() })
+			var pe *scope.PanicError
+			require.ErrorAs(t, err, &pe)
+			assert.Same(t, bad.Err(), pe)
+			assert.Equal(t, []error{pe}, unwrapAll(err), "the panic is the first failure; nothing after it counts")
+			assert.Same(t, pe, context.Cause(s.Context()))
+			assert.Equal(t, scope.Cancelled, later.State())
+		})
+	})
+	t.Run("AwaitAll keeps the failures before the panic", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := scope.Open(t.Context(), scope.PanicsAsErrors(), scope.AwaitAll())
+			defer s.Close()
+			scope.Fork(s, failing(errA))
+			synctest.Wait() // errA completes before the panic cancels the scope
+			bad := scope.Fork(s, func(context.Context) (int, error) { explode("boom"); return 0, nil })
+			var err error
+			require.NotPanics(t, func() { err = s.Join() })
+			require.ErrorIs(t, err, errA)
+			var pe *scope.PanicError
+			require.ErrorAs(t, err, &pe)
+			assert.Same(t, bad.Err(), pe)
+		})
 	})
 }
 
+// "With PanicsAsErrors() … Close never re-panics"; the subtask is Failed with the *PanicError.
 func TestPanicsAsErrorsCloseNeverPanics(t *testing.T) {
 	t.Parallel()
 	s := scope.Open(t.Context(), scope.PanicsAsErrors())
-	scope.Fork(s, func(context.Context) (int, error) { explode("x"); return 0, nil })
+	st := scope.Fork(s, func(context.Context) (int, error) { explode("x"); return 0, nil })
 	assert.NotPanics(t, s.Close)
+	assert.Equal(t, scope.Failed, st.State())
+	var pe *scope.PanicError
+	require.ErrorAs(t, st.Err(), &pe)
+	assert.Equal(t, "x", pe.Value)
 }
 
+// "runtime.Goexit in a subtask (e.g. t.FailNow) is a failure with scope.ErrGoexit; Join never hangs
+// on it." A failure: FailFast cancels the siblings.
 func TestGoexitIsAFailure(t *testing.T) {
 	t.Parallel()
 	s := scope.Open(t.Context())
 	defer s.Close()
+	sibling := scope.Fork(s, untilDone)
 	st := scope.Fork(s, func(context.Context) (int, error) { runtime.Goexit(); return 0, nil })
 	require.ErrorIs(t, s.Join(), scope.ErrGoexit)
 	assert.Equal(t, scope.Failed, st.State())
+	assert.ErrorIs(t, st.Err(), scope.ErrGoexit)
+	assert.Equal(t, scope.Cancelled, sibling.State())
 }
 
 func TestGoexitWithLimitReleasesSlot(t *testing.T) {
@@ -195,12 +254,27 @@ func TestGoexitWithLimitReleasesSlot(t *testing.T) {
 	assert.Equal(t, 2, next.Get())
 }
 
+// statusError is an error type of a user's, for errors.As to find.
+type statusError struct{ code int }
+
+func (e *statusError) Error() string { return "status " + strconv.Itoa(e.code) }
+
+// "Unwrap returns Value when it is an error, so errors.Is/As reach it".
 func TestPanicErrorUnwrap(t *testing.T) {
 	t.Parallel()
 	assert.Nil(t, (&scope.PanicError{Value: "text"}).Unwrap())
 	pe := &scope.PanicError{Value: errA}
 	assert.True(t, errors.Is(pe, errA))
 	assert.Equal(t, "scope: subtask panicked: a failed\n\n", pe.Error(), "no stack: nothing after the blank line")
+
+	s := scope.Open(t.Context(), scope.PanicsAsErrors())
+	defer s.Close()
+	want := &statusError{503}
+	scope.Fork(s, func(context.Context) (int, error) { explode(want); return 0, nil })
+	err := s.Join()
+	var got *statusError
+	require.ErrorAs(t, err, &got, "errors.As reaches the panic's value through Join's error")
+	assert.Same(t, want, got)
 }
 
 func TestErrTimeoutMatchesDeadlineExceeded(t *testing.T) {

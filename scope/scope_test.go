@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goloom/loom/scope"
+	"github.com/goloom/loom/scopedvalue"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -52,6 +53,8 @@ func TestForkJoinResults(t *testing.T) {
 	assert.NoError(t, b.Err())
 }
 
+// "Join — waits until every subtask has returned … When Join returns, no goroutine of the scope is
+// running". (Subtasks that outlive a cancellation: TestFailFastLaterFailuresDoNotCount.)
 func TestJoinWaitsForEverySubtask(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := scope.Open(t.Context())
@@ -79,6 +82,7 @@ func TestJoinWaitsForEverySubtask(t *testing.T) {
 	})
 }
 
+// "When Join returns … the scope's context is done", after a success and with no subtasks at all.
 func TestJoinLeavesContextDone(t *testing.T) {
 	t.Parallel()
 	s := scope.Open(t.Context())
@@ -90,29 +94,58 @@ func TestJoinLeavesContextDone(t *testing.T) {
 	default:
 		t.Fatal("scope context not done after Join")
 	}
+
+	empty := scope.Open(t.Context())
+	defer empty.Close()
+	require.NoError(t, empty.Join())
+	assert.Error(t, empty.Context().Err(), "scope context not done after Join with no subtasks")
 }
 
+// "Calling it again returns the same error": the very value, nil included, also after Close.
 func TestJoinAgainReturnsSameError(t *testing.T) {
 	t.Parallel()
-	s := scope.Open(t.Context())
-	defer s.Close()
-	scope.Fork(s, failing(errA))
-	err := s.Join()
-	require.ErrorIs(t, err, errA)
-	assert.Equal(t, err, s.Join())
-	s.Close()
-	assert.Equal(t, err, s.Join(), "Join after Close")
+	for _, tt := range []struct {
+		name string
+		opts []scope.Option
+		fns  []func(context.Context) (int, error)
+		want error // matched by the first Join's error
+	}{
+		{"nil", nil, []func(context.Context) (int, error){value(1)}, nil},
+		{"FailFast", nil, []func(context.Context) (int, error){failing(errA)}, errA},
+		{"AwaitAll", []scope.Option{scope.AwaitAll()}, []func(context.Context) (int, error){failing(errA), failing(errB)}, errB},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := scope.Open(t.Context(), tt.opts...)
+			defer s.Close()
+			for _, fn := range tt.fns {
+				scope.Fork(s, fn)
+			}
+			err := s.Join()
+			if tt.want == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tt.want)
+			}
+			assert.True(t, err == s.Join(), "not the same error value")
+			s.Close()
+			assert.True(t, err == s.Join(), "Join after Close")
+		})
+	}
 }
 
 func TestCloseAfterJoinIsQuiet(t *testing.T) {
 	t.Parallel()
 	s := scope.Open(t.Context())
-	scope.Fork(s, failing(errA))
+	bad := scope.Fork(s, failing(errA))
 	require.ErrorIs(t, s.Join(), errA)
 	assert.NotPanics(t, s.Close)
 	assert.NotPanics(t, s.Close)
+	assert.Equal(t, scope.Failed, bad.State(), "Close after Join keeps the results")
+	assert.Equal(t, errA, bad.Err())
 }
 
+// "func (s *Scope) Close() — cancels the scope if Join has not completed and waits for every subtask;
+// idempotent; safe in defer after an early return. Never panics for a missing Join".
 func TestCloseWithoutJoinCancelsThenWaits(t *testing.T) {
 	t.Parallel()
 	s := scope.Open(t.Context())
@@ -131,6 +164,13 @@ func TestCloseWithoutJoinCancelsThenWaits(t *testing.T) {
 	assert.ErrorIs(t, st.Err(), context.Canceled)
 	assert.NotPanics(t, s.Close, "Close is idempotent")
 	assert.ErrorIs(t, s.Join(), context.Canceled, "Join after a Close that cancelled running work")
+
+	// Also when a subtask failed and nobody joined.
+	f := scope.Open(t.Context())
+	bad := scope.Fork(f, failing(errA))
+	<-waitDone(bad)
+	assert.NotPanics(t, f.Close)
+	assert.Equal(t, scope.Failed, bad.State())
 }
 
 func TestCloseWithNothingRunningChangesNothing(t *testing.T) {
@@ -145,13 +185,24 @@ func TestCloseWithNothingRunningChangesNothing(t *testing.T) {
 	assert.NoError(t, s.Join())
 }
 
+// "after Join has returned or after Close, Fork panics with `scope: fork after join` / `scope: fork
+// after close`", whatever Join returned, and fn never runs.
 func TestForkAfterJoinPanics(t *testing.T) {
 	t.Parallel()
-	s := scope.Open(t.Context())
-	defer s.Close()
-	require.NoError(t, s.Join())
-	require.PanicsWithValue(t, "scope: fork after join", func() { scope.Fork(s, value(1)) })
-	require.PanicsWithValue(t, "scope: fork after join", func() { s.Go(func(context.Context) error { return nil }) })
+	for _, fn := range []func(context.Context) (int, error){value(1), failing(errA)} {
+		s := scope.Open(t.Context())
+		scope.Fork(s, fn)
+		_ = s.Join()
+		ran := false
+		require.PanicsWithValue(t, "scope: fork after join", func() {
+			scope.Fork(s, func(context.Context) (int, error) { ran = true; return 1, nil })
+		})
+		require.PanicsWithValue(t, "scope: fork after join", func() {
+			s.Go(func(context.Context) error { ran = true; return nil })
+		})
+		assert.False(t, ran)
+		s.Close()
+	}
 }
 
 func TestForkAfterClosePanics(t *testing.T) {
@@ -163,6 +214,16 @@ func TestForkAfterClosePanics(t *testing.T) {
 	limited := scope.Open(t.Context(), scope.WithLimit(1))
 	limited.Close()
 	require.PanicsWithValue(t, "scope: fork after close", func() { scope.Fork(limited, value(1)) })
+
+	both := scope.Open(t.Context()) // joined, then closed: either message says it
+	require.NoError(t, both.Join())
+	both.Close()
+	msg := func() (r any) {
+		defer func() { r = recover() }()
+		scope.Fork(both, value(1))
+		return nil
+	}()
+	assert.Contains(t, []any{"scope: fork after join", "scope: fork after close"}, msg)
 }
 
 func TestForkNilPanics(t *testing.T) {
@@ -175,6 +236,7 @@ func TestForkNilPanics(t *testing.T) {
 	require.PanicsWithValue(t, "scope: Open: nil context", func() { scope.Open(nilCtx) })
 }
 
+// "Fork on a cancelled (not yet joined) scope does not run fn and returns a Cancelled subtask."
 func TestForkOnCancelledScopeDoesNotRun(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -197,8 +259,26 @@ func TestForkOnCancelledScopeDoesNotRun(t *testing.T) {
 			assert.False(t, ran)
 		})
 	}
+	// Ending from outside "(or before a later fork)": a fork after the parent ended, though nothing
+	// was running, is Cancelled and Join returns the parent's cause; what completed keeps its result.
+	t.Run("after the parent ended", func(t *testing.T) {
+		parent, cancel := context.WithCancel(t.Context())
+		s := scope.Open(parent)
+		defer s.Close()
+		first := scope.Fork(s, value(1))
+		<-waitDone(first)
+		cancel()
+		ran := false
+		later := scope.Fork(s, func(context.Context) (int, error) { ran = true; return 2, nil })
+		assert.Equal(t, scope.Cancelled, later.State())
+		require.ErrorIs(t, s.Join(), context.Canceled)
+		assert.False(t, ran)
+		assert.Equal(t, 1, first.Get())
+	})
 }
 
+// "Forking is allowed from the owner and from the scope's own subtasks until Join has returned", and
+// Join waits for those forks too.
 func TestForkFromSubtaskWhileJoinWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := scope.Open(t.Context())
@@ -222,6 +302,8 @@ func TestForkFromSubtaskWhileJoinWaits(t *testing.T) {
 	})
 }
 
+// "func (s *Scope) Go(fn func(ctx context.Context) error) *Subtask[struct{}] — errgroup-shaped fork,
+// for migration."
 func TestGoIsErrgroupShaped(t *testing.T) {
 	t.Parallel()
 	s := scope.Open(t.Context())
@@ -236,6 +318,8 @@ func TestGoIsErrgroupShaped(t *testing.T) {
 	assert.Equal(t, errA, bad.Err())
 }
 
+// "func Fork[T any](s *Scope, fn func(ctx context.Context) (T, error)) *Subtask[T] — runs fn in a new
+// goroutine with the scope's context."
 func TestNameAndContext(t *testing.T) {
 	t.Parallel()
 	s := scope.Open(t.Context(), scope.WithName("profile"), scope.WithTimeout(time.Hour))
@@ -243,27 +327,61 @@ func TestNameAndContext(t *testing.T) {
 	assert.Equal(t, "profile", s.Name())
 	_, ok := s.Context().Deadline()
 	assert.True(t, ok, "the timeout shows as the context's deadline")
+	owner := goid()
 	var seen context.Context
-	scope.Fork(s, func(ctx context.Context) (int, error) { seen = ctx; return 0, nil })
+	var ranOn string
+	scope.Fork(s, func(ctx context.Context) (int, error) { seen, ranOn = ctx, goid(); return 0, nil })
 	require.NoError(t, s.Join())
 	assert.Equal(t, s.Context(), seen, "subtasks get the scope's context")
+	assert.NotEqual(t, owner, ranOn, "fn runs on a goroutine of its own")
 }
 
 type ctxKey string
 
+// "Scoped values: forks see exactly the bindings of the ctx given to Open, whatever the owner binds
+// later"; so do the forks of a scope nested in one of them. "func Open(ctx context.Context, opts
+// ...Option) *Scope — the scope's context is derived from ctx; cancelling ctx cancels the scope."
 func TestForksSeeValuesOfOpenContext(t *testing.T) {
 	t.Parallel()
-	ctx := context.WithValue(t.Context(), ctxKey("request-id"), "r-42")
+	requestID := scopedvalue.New[string]("request-id")
+	user := scopedvalue.New[string]("user")
+	ctx := scopedvalue.Where(requestID, "r-42").Context(context.WithValue(t.Context(), ctxKey("peer"), "p"))
 	s := scope.Open(ctx)
 	defer s.Close()
-	_ = context.WithValue(ctx, ctxKey("request-id"), "r-43") // the owner binds later: forks do not see it
-	st := scope.Fork(s, func(ctx context.Context) (string, error) {
-		return ctx.Value(ctxKey("request-id")).(string), nil
+	_ = context.WithValue(ctx, ctxKey("peer"), "q") // the owner binds later: forks do not see it
+	var st *scope.Subtask[string]
+	scopedvalue.Where(requestID, "r-43").And(scopedvalue.Where(user, "ada")).Run(ctx, func(context.Context) {
+		st = scope.Fork(s, func(ctx context.Context) (string, error) {
+			return requestID.Get(ctx) + " " + user.OrElse(ctx, "nobody") + " " + ctx.Value(ctxKey("peer")).(string), nil
+		})
+	})
+	nested := scope.Fork(s, func(ctx context.Context) (string, error) {
+		inner := scope.Open(ctx)
+		defer inner.Close()
+		got := scope.Fork(inner, func(ctx context.Context) (string, error) { return requestID.Get(ctx), nil })
+		if err := inner.Join(); err != nil {
+			return "", err
+		}
+		return got.Get(), nil
 	})
 	require.NoError(t, s.Join())
-	assert.Equal(t, "r-42", st.Get())
+	assert.Equal(t, "r-42 nobody p", st.Get())
+	assert.Equal(t, "r-42", nested.Get())
+
+	parent, cancel := context.WithCancel(ctx)
+	c := scope.Open(parent)
+	defer c.Close()
+	require.NoError(t, c.Context().Err())
+	cancel()
+	select {
+	case <-c.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancelling the parent did not cancel the scope")
+	}
 }
 
+// "Nesting: a scope opened with a subtask's ctx is a child of that scope; cancellation flows down
+// through the context."
 func TestNestedScopesCancelDown(t *testing.T) {
 	t.Parallel()
 	outer := scope.Open(t.Context())
@@ -321,6 +439,8 @@ func cycles() int {
 	return 100_000
 }
 
+// "When Join returns … the scope's context is done, so nothing stays registered on a long-lived
+// parent (like errgroup's Wait)."
 func TestManyScopesLeaveNothingOnParent(t *testing.T) {
 	t.Parallel()
 	parent := &afterFuncParent{Context: context.Background(), done: make(chan struct{})}

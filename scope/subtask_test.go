@@ -26,6 +26,8 @@ func TestStateString(t *testing.T) {
 	}
 }
 
+// "Subtask[T]: State() State (Running, Succeeded, Failed, Cancelled), Get() T (panics with a clear
+// message unless Succeeded), Err() error, Result() (T, error)"; Value() is nil unless Succeeded.
 func TestSubtaskAccessorsByState(t *testing.T) {
 	t.Parallel()
 	s := scope.Open(t.Context(), scope.AwaitAll())
@@ -59,6 +61,9 @@ func TestSubtaskAccessorsByState(t *testing.T) {
 	require.PanicsWithValue(t, "scope: Get on a subtask in state Failed: a failed", func() { bad.Get() })
 }
 
+// "Cancelled … its Err() is the scope's cancellation cause (context.Cause of the scope's context) and
+// Result() returns the zero value with that error." (A subtask cancelled while it ran:
+// TestFailFastLaterFailuresDoNotCount.)
 func TestCancelledSubtaskAccessors(t *testing.T) {
 	t.Parallel()
 	s := scope.Open(t.Context())
