@@ -73,6 +73,9 @@ func callHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (
 	} else if l.closed.Load() {
 		return v, l.admitted(ctx, t0)
 	}
+	if l.cfg.fleeted() {
+		return callFleet(ctx, l, fn, t0)
+	}
 	var t1 time.Time
 	if l.cfg.logger != nil {
 		t1 = time.Now()
@@ -86,6 +89,39 @@ func callHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (
 	v, err = fn(ctx)
 	normal = true
 	l.release()
+	l.end(ctx, ran(ctx, err, false), err, t0, t1)
+	return v, err
+}
+
+// callFleet is callHere, once the local slot is held, for a limiter whose calls the fleet must
+// admit too (WithFleet, WithFleetRate): fn runs under the permit's context, the permit goes back
+// when fn returns, and a lease lost while fn ran is the call's error.
+func callFleet[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error), t0 time.Time) (v T, err error) {
+	tctx, leave, o, err := l.fleetEnter(ctx, t0)
+	if err != nil {
+		l.unused()
+		l.end(ctx, o, err, t0, time.Time{})
+		return v, err
+	}
+	var t1 time.Time
+	if l.cfg.logger != nil {
+		t1 = time.Now()
+	}
+	normal := false
+	defer func() {
+		if !normal {
+			leave()
+			err = l.abortHere(ctx, recover(), t0, t1)
+		}
+	}()
+	v, err = fn(tctx)
+	normal = true
+	leave()
+	l.release()
+	if lerr := lost(tctx); lerr != nil {
+		var zero T
+		v, err = zero, lerr // the lease went while fn ran: whatever fn returned, it is not to be trusted
+	}
 	l.end(ctx, ran(ctx, err, false), err, t0, t1)
 	return v, err
 }
@@ -124,6 +160,7 @@ type timedCall[T any] struct {
 	err    error
 	broken bool      // fn panicked or called runtime.Goexit; err says which
 	t0, t1 time.Time // call and task start, with a logger
+	leave  func()    // gives the fleet's permit back; nil without a fleet
 
 	// exiting is held by the task's goroutine from the moment fn has returned until its slot is
 	// back and its records are written. A caller that finds the call timedFinished takes it
@@ -140,10 +177,20 @@ func callTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 	if err := l.enter(ctx, c.t0); err != nil {
 		return zero, err
 	}
+	parent := ctx
+	if l.cfg.fleeted() {
+		fctx, leave, o, err := l.fleetEnter(ctx, c.t0)
+		if err != nil {
+			l.unused()
+			l.end(ctx, o, err, c.t0, time.Time{})
+			return zero, err
+		}
+		parent, c.leave = fctx, leave
+	}
 	if l.cfg.logger != nil {
 		c.t1 = time.Now()
 	}
-	c.ctx, c.cancel = context.WithTimeoutCause(ctx, l.cfg.taskTimeout, ErrTaskTimeout)
+	c.ctx, c.cancel = context.WithTimeoutCause(parent, l.cfg.taskTimeout, ErrTaskTimeout)
 	// The task's context ends when the timeout fires, when ctx ends, or when the task's
 	// goroutine cancels it on its way out: one channel tells the caller all three.
 	done := c.ctx.Done()
@@ -154,9 +201,13 @@ func callTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 		if c.state.CompareAndSwap(timedRunning, timedAbandoned) {
 			// fn runs on with its slot: the call is counted now, and its record is written by
 			// the task's goroutine once the slot is back (see exit).
-			if context.Cause(c.ctx) == ErrTaskTimeout {
+			switch cause := context.Cause(c.ctx); {
+			case cause == ErrTaskTimeout:
 				l.tally(outTimedOut)
 				return zero, ErrTaskTimeout
+			case lost(c.ctx) != nil:
+				l.tally(outFailed) // like a task timeout: the task overruns without its lease
+				return zero, cause
 			}
 			l.tally(outCancelled)
 			return zero, ctxErr(ctx)
@@ -206,9 +257,17 @@ func (c *timedCall[T]) abort(r any) {
 func (c *timedCall[T]) exit() {
 	l := c.l
 	c.exiting.Lock()
-	// Decided before the caller can read it: the timeout stands if it fired before fn returned.
+	// Decided before the caller can read it: the timeout stands if it fired before fn returned,
+	// and so does a lost lease.
 	c.timedOut = !c.broken && context.Cause(c.ctx) == ErrTaskTimeout
+	if lerr := lost(c.ctx); lerr != nil && !c.broken && !c.timedOut {
+		var zero T
+		c.val, c.err = zero, lerr
+	}
 	finished := c.state.CompareAndSwap(timedRunning, timedFinished)
+	if c.leave != nil {
+		c.leave() // after the state is settled: giving the permit back ends c.ctx, which wakes the caller
+	}
 	if !finished {
 		// The caller left (timeout or ctx): the task overran. The context is done already, so
 		// its cause is final.

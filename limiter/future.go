@@ -29,6 +29,8 @@ type Future[T any] struct {
 	timer     *time.Timer        // the acquire timeout, while queued
 	born      time.Duration      // when Submit was called, after the limiter's epoch; with a logger
 	wait      time.Duration      // from Submit to the task's start, with a logger
+	t0        time.Time          // when Submit was called, if the limiter notes it (see begin)
+	leave     func()             // gives the fleet's permit back; nil without one
 
 	val T
 	err error
@@ -65,7 +67,7 @@ func Submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T,
 		panic("limiter: Submit: nil function")
 	}
 	f := &Future[T]{l: l, ctx: ctx, fn: fn}
-	l.begin()
+	f.t0 = l.begin()
 	if l.cfg.logger != nil {
 		f.born = time.Since(l.epoch)
 	}

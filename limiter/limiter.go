@@ -24,6 +24,7 @@ type Limiter struct {
 	limit int
 	cfg   config
 	epoch time.Time // with a logger: the base of Futures' timestamps
+	stamp bool      // calls note when they begin: for the logger, or the fleet's share of the acquire timeout
 
 	closed      atomic.Bool  // Shutdown has begun; set before slots is closed
 	waiting     atomic.Int64 // calls waiting for a slot; reserved before queueing, see reserve
@@ -47,6 +48,7 @@ func New(limit int, opts ...Option) *Limiter {
 		opt(&c)
 	}
 	l := &Limiter{limit: limit, cfg: c}
+	l.stamp = c.logger != nil || c.fleeted() && c.acquireTimed
 	if c.logger != nil {
 		l.epoch = time.Now()
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/goloom/loom/fleet"
 )
 
 // An Option configures a Limiter. Options are applied by [New]; the configuration is fixed once
@@ -19,7 +21,12 @@ type config struct {
 	logger         *slog.Logger
 	perSecond      float64 // WithRate; 0: no rate
 	burst          int
+	fleet          *fleet.Semaphore // WithFleet
+	fleetRate      *fleet.Rate      // WithFleetRate
 }
+
+// fleeted reports whether calls must also be admitted by the fleet.
+func (c *config) fleeted() bool { return c.fleet != nil || c.fleetRate != nil }
 
 // WithAcquireTimeout bounds how long a call waits for a slot: after d it is rejected with
 // [ErrAcquireTimeout] (matching [ErrRejected]), counted Rejected. With d <= 0 a call never waits:

@@ -95,7 +95,10 @@ func TestRateOverAMinuteOfFakeTime(t *testing.T) {
 
 // "with 8 goroutines hammering on a real clock, within 5 %."
 func TestRateOnARealClock(t *testing.T) {
-	const perSecond, burst = 100.0, 10
+	// A bucket forgives a late wake-up of up to burst/perSecond (here 300 ms): a loaded machine's
+	// late timers then cost no tokens. The exact envelope is checked on the fake clock above; here
+	// the starts are stamped in the task, after the token, so a scheduling delay may bunch them.
+	const perSecond, burst = 100.0, 30
 	d := 2 * time.Second
 	l := limiter.New(1000, limiter.WithRate(perSecond, burst))
 	var st starts
@@ -116,7 +119,7 @@ func TestRateOnARealClock(t *testing.T) {
 	rate := float64(len(at)-burst) / elapsed.Seconds()
 	t.Logf("%d starts in %v: %.1f per second after the first burst", len(at), elapsed.Round(time.Millisecond), rate)
 	assert.InEpsilon(t, perSecond, rate, 0.05)
-	checkEnvelope(t, at, perSecond, burst, 2*time.Millisecond) // the clock is read after the token is taken
+	checkEnvelope(t, at, perSecond, burst, 20*time.Millisecond)
 	atRest(t, l)
 }
 
@@ -238,7 +241,7 @@ func TestRateCancellationIsExact(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range calls {
 			c := &calls[i]
-			time.Sleep(t0.Add(c.arrive).Sub(time.Now()))
+			time.Sleep(time.Until(t0.Add(c.arrive)))
 			ctx, cancel := context.WithCancel(t.Context())
 			task := func(context.Context) error { c.start = time.Since(t0); return nil }
 			if i%2 == 0 {

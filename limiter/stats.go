@@ -70,10 +70,11 @@ func ran(ctx context.Context, err error, cancelled bool) outcome {
 	return outFailed
 }
 
-// begin counts a call in and returns when it began (the zero time without a logger).
+// begin counts a call in and returns when it began (the zero time unless the logger or the
+// fleet needs it).
 func (l *Limiter) begin() time.Time {
 	l.count.submitted.Add(1)
-	if l.cfg.logger != nil {
+	if l.stamp {
 		return time.Now()
 	}
 	return time.Time{}

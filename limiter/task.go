@@ -93,11 +93,12 @@ func (f *Future[T]) onAcquireTimeout() {
 
 // onCtxDone runs when Submit's ctx ends while the task is queued or running without a task
 // timeout.
-func (f *Future[T]) onCtxDone() { f.onDone(false) }
+func (f *Future[T]) onCtxDone() { f.onDone(f.ctx) }
 
-// onDone is onCtxDone, and also runs when the task's context ends while it runs under a task
-// timeout; timedOut tells whether the timeout ended it.
-func (f *Future[T]) onDone(timedOut bool) {
+// onDone runs when ctx, the one its watcher watches, ends: Submit's ctx while the task is queued,
+// or the task's context while it runs — its end then says why: the task timeout, a lost fleet
+// lease, or Submit's ctx.
+func (f *Future[T]) onDone(ctx context.Context) {
 	f.mu.Lock()
 	if f.completed {
 		f.mu.Unlock()
@@ -112,9 +113,12 @@ func (f *Future[T]) onDone(timedOut bool) {
 			return
 		}
 	case phaseRunning:
-		if timedOut {
+		switch cause := context.Cause(ctx); {
+		case cause == ErrTaskTimeout:
 			e = f.overrunLocked(ErrTaskTimeout, outTimedOut)
-		} else {
+		case lost(ctx) != nil:
+			e = f.overrunLocked(cause, outFailed) // like a timeout: the task runs on without its lease
+		default:
 			e = f.overrunLocked(ctxErr(f.ctx), outCancelled)
 		}
 	default:
@@ -158,13 +162,16 @@ func (f *Future[T]) runTask() (next runner) {
 	if l.cfg.logger != nil {
 		f.wait = time.Since(l.epoch) - f.born
 	}
+	if l.cfg.fleeted() {
+		return f.runFleet() // unlocks f.mu
+	}
 	var tctx context.Context
 	if d := l.cfg.taskTimeout; d > 0 {
 		timed, cancel := context.WithTimeoutCause(f.ctx, d, ErrTaskTimeout)
 		if f.stop != nil {
 			f.stop()
 		}
-		f.stop = context.AfterFunc(timed, func() { f.onDone(context.Cause(timed) == ErrTaskTimeout) })
+		f.stop = context.AfterFunc(timed, func() { f.onDone(timed) })
 		tctx, f.cancel = timed, cancel
 	} else {
 		tctx, f.cancel = context.WithCancel(f.ctx)
@@ -174,6 +181,54 @@ func (f *Future[T]) runTask() (next runner) {
 	}
 	f.phase = phaseRunning
 	f.mu.Unlock()
+
+	normal := false
+	defer func() {
+		if !normal {
+			next = f.abort(tctx, recover())
+		}
+	}()
+	v, err := f.fn(tctx)
+	normal = true
+	return f.exit(tctx, v, err, nil, returned)
+}
+
+// runFleet is runTask, from the start of the task on (f.mu held, unlocked here), for a limiter
+// whose calls the fleet must admit too: the task counts as running while it waits for the fleet,
+// so that Cancel and its ctx reach that wait, and its context — with the task timeout, if any —
+// is the permit's.
+func (f *Future[T]) runFleet() (next runner) {
+	l := f.l
+	base, cancel := context.WithCancel(f.ctx)
+	f.cancel = cancel
+	if f.stop == nil && f.ctx.Done() != nil {
+		f.stop = context.AfterFunc(f.ctx, f.onCtxDone)
+	}
+	f.phase = phaseRunning
+	f.mu.Unlock()
+
+	var zero T
+	fctx, leave, _, err := l.fleetEnter(base, f.t0)
+	if err != nil {
+		if lerr := base.Err(); lerr != nil {
+			err = ctxErr(f.ctx) // Cancel or the ctx ended the wait: the Future says so already
+		}
+		return f.exit(base, zero, err, nil, refused)
+	}
+	tctx := fctx
+	var stopTimer context.CancelFunc = func() {}
+	if d := l.cfg.taskTimeout; d > 0 {
+		tctx, stopTimer = context.WithTimeoutCause(fctx, d, ErrTaskTimeout)
+	}
+	f.mu.Lock()
+	f.leave = leave
+	f.cancel = func() { stopTimer(); cancel() }
+	old := f.stop
+	f.stop = context.AfterFunc(tctx, func() { f.onDone(tctx) }) // the timeout, the lease, the ctx
+	f.mu.Unlock()
+	if old != nil {
+		old()
+	}
 
 	normal := false
 	defer func() {
@@ -201,6 +256,7 @@ const (
 	returned = iota
 	panicked // recovered: the goroutine may run another task
 	goexited // the goroutine is ending: it cannot take another task
+	refused  // fn never ran: the fleet did not admit the task (err says why)
 )
 
 // exit ends a task whose fn has ended, as how says (pe: the panic): it completes the Future
@@ -212,17 +268,25 @@ func (f *Future[T]) exit(tctx context.Context, v T, err error, pe *PanicError, h
 	broken := how != returned
 	f.mu.Lock()
 	f.phase = phaseExited
-	stop := f.stop
-	f.stop = nil
+	stop, leave := f.stop, f.leave
+	f.stop, f.leave = nil, nil
 	overran := f.completed
 	var e ending
 	if !overran {
+		var zero T
 		switch {
+		case how == refused:
+			o := outRejected
+			if f.cancelled || f.ctx.Err() != nil {
+				o = outCancelled
+			}
+			e = f.endLocked(zero, err, o)
 		case !broken && context.Cause(tctx) == ErrTaskTimeout:
 			// fn returned after its time was up (the watcher had not settled the Future yet):
 			// the timeout stands, whatever fn returned.
-			var zero T
 			e = f.endLocked(zero, ErrTaskTimeout, outTimedOut)
+		case !broken && lost(tctx) != nil:
+			e = f.endLocked(zero, lost(tctx), outFailed) // so does a lost fleet lease
 		default:
 			e = f.endLocked(v, err, ran(f.ctx, err, f.cancelled))
 		}
@@ -231,6 +295,12 @@ func (f *Future[T]) exit(tctx context.Context, v T, err error, pe *PanicError, h
 	// Stop the watcher before cancelling tctx, so that it does not take our own cancel for news.
 	if stop != nil {
 		stop()
+	}
+	if leave != nil {
+		leave() // the fleet's permit, once fn has returned
+	}
+	if how == refused && l.rate != nil {
+		l.rate.Refund() // fn never started: its local token goes back
 	}
 	if l.cfg.taskTimeout > 0 || f.ctx.Done() != nil {
 		// Stop the timer, or leave the parent's list of children. A tctx with neither is

@@ -1,0 +1,144 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/goloom/loom/fleet"
+)
+
+// WithFleet makes every call also hold one permit of sem, a limit shared by every process of a
+// fleet (see package fleet), while its task runs. A call first takes a local slot (the local FIFO
+// queue, the local limit, [WithMaxWaiting]), then a fleet permit, both within the acquire timeout
+// ([WithAcquireTimeout], counted from the call's start); the permit is released when the task
+// returns (a task that overruns its timeout keeps it until then).
+//
+// The task's context is also cancelled, with cause [fleet.ErrLeaseLost], if the permit's lease is
+// lost (the backend could not be reached to renew it): another process may hold the permit by
+// then. From that moment the call's result is an error matching fleet.ErrLeaseLost (unless fn
+// panicked), counted Failed, as with a task timeout. When the backend is unreachable, the call
+// gets what sem's [fleet.WhenUnavailable] says: by default an error matching both
+// [fleet.ErrUnavailable] and [ErrRejected], counted Rejected. Stats stay conserved.
+//
+// It panics if sem is nil.
+func WithFleet(sem *fleet.Semaphore) Option {
+	if sem == nil {
+		panic("limiter: WithFleet: nil Semaphore")
+	}
+	return func(c *config) { c.fleet = sem }
+}
+
+// WithFleetRate makes every call also take a token of r, a token bucket shared by every process
+// of a fleet, when it starts: after its local slot (and its fleet permit, with [WithFleet]), in
+// one round trip to the backend. A call whose token would come later than its acquire timeout or
+// its ctx's deadline allows is rejected at once with [ErrAcquireTimeout]; one that leaves while it
+// waits for its token gives it back. When the backend is unreachable, r's
+// [fleet.WhenUnavailable] decides, as for WithFleet. It panics if r is nil.
+func WithFleetRate(r *fleet.Rate) Option {
+	if r == nil {
+		panic("limiter: WithFleetRate: nil Rate")
+	}
+	return func(c *config) { c.fleetRate = r }
+}
+
+// fleetEnter takes what the fleet must grant a call that holds its local slot: a permit of
+// WithFleet, then a token of WithFleetRate. t0 is when the call began (the acquire timeout
+// counts from there). On success it returns the context the task runs under — ctx, cancelled
+// with the permit's cause if the lease is lost — and leave, which gives the permit back once the
+// task has returned. On failure it returns the call's outcome and error; the caller gives the
+// local slot back and ends the call.
+func (l *Limiter) fleetEnter(ctx context.Context, t0 time.Time) (tctx context.Context, leave func(), o outcome, err error) {
+	tctx, leave = ctx, func() {}
+	if sem := l.cfg.fleet; sem != nil {
+		var p *fleet.Permit
+		if wait, ok := l.waitLeft(ctx, t0); !ok {
+			p, err = sem.Acquire(ctx, 1)
+		} else {
+			p, err = sem.AcquireTimeout(ctx, 1, wait)
+		}
+		if err != nil {
+			o, err := fleetRefusal(ctx, err)
+			return nil, nil, o, err
+		}
+		var stop context.CancelFunc
+		tctx, stop = p.WithContext(ctx)
+		leave = func() {
+			stop()
+			p.Release()
+		}
+	}
+	if r := l.cfg.fleetRate; r != nil {
+		if err := l.fleetToken(ctx, r, t0); err != nil {
+			leave()
+			o, err := fleetRefusal(ctx, err)
+			return nil, nil, o, err
+		}
+	}
+	return tctx, leave, outCompleted, nil
+}
+
+// fleetToken reserves a token of r and waits until it comes, within what the acquire timeout
+// and ctx's deadline leave; a token that would come later is not taken, and one whose wait is
+// cut short by ctx is given back.
+func (l *Limiter) fleetToken(ctx context.Context, r *fleet.Rate, t0 time.Time) error {
+	maxWait, bounded := l.waitLeft(ctx, t0)
+	if !bounded {
+		maxWait = -1 // whenever it comes
+	}
+	res, err := r.Reserve(ctx, maxWait)
+	if err != nil {
+		return err
+	}
+	if !res.OK() {
+		return ErrAcquireTimeout
+	}
+	if d := res.Delay(); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			res.Cancel()
+			return ctxErr(ctx)
+		}
+	}
+	return nil
+}
+
+// waitLeft returns how long a call that began at t0 may still wait: what is left of the acquire
+// timeout, and of ctx's deadline. bounded is false when neither bounds it.
+func (l *Limiter) waitLeft(ctx context.Context, t0 time.Time) (wait time.Duration, bounded bool) {
+	wait = time.Duration(math.MaxInt64)
+	if l.cfg.acquireTimed {
+		wait, bounded = max(0, l.cfg.acquireTimeout-time.Since(t0)), true
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		wait, bounded = min(wait, time.Until(dl)), true
+	}
+	return wait, bounded
+}
+
+// fleetRefusal is the outcome and error of a call the fleet did not admit: its ctx's end is
+// Cancelled; anything else — the wait ran out, the backend is unreachable, the Semaphore is
+// closed — is Rejected, with an error that matches ErrRejected and the fleet's own error.
+func fleetRefusal(ctx context.Context, err error) (outcome, error) {
+	switch {
+	case ctx.Err() != nil:
+		return outCancelled, ctxErr(ctx)
+	case errors.Is(err, fleet.ErrTimeout), err == ErrAcquireTimeout:
+		return outRejected, ErrAcquireTimeout
+	}
+	return outRejected, fmt.Errorf("%w: %w", ErrRejected, err)
+}
+
+// lost returns the error a call ends with when its fleet lease was lost while fn ran: the
+// permit's cause, which matches fleet.ErrLeaseLost; nil if the lease held.
+func lost(tctx context.Context) error {
+	if cause := context.Cause(tctx); errors.Is(cause, fleet.ErrLeaseLost) {
+		return cause
+	}
+	return nil
+}
