@@ -65,9 +65,10 @@ const (
 	StateJoining   = "joining"
 )
 
-// Counts are a scope's subtasks by state. Running counts the subtasks forked and not completed
-// (a subtask whose goroutine has not started yet is counted but not listed); the others count
-// the completed ones, Cancelled also those forked after the scope was cancelled.
+// Counts are a scope's subtasks by state. Running counts the subtasks forked and not completed,
+// but for the forks blocked on the limit ([Scope].BlockedForks); a subtask whose goroutine has
+// not started yet is counted but not listed in [Scope].Running. The others count the completed
+// subtasks, Cancelled also those forked after the scope was cancelled.
 type Counts struct {
 	Running   int64 `json:"running"`
 	Succeeded int64 `json:"succeeded"`

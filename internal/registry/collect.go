@@ -25,8 +25,8 @@ type ScopeRecord struct {
 	Limit   int   // 0 without WithLimit
 	Blocked int64 // forks waiting for a slot of the limit
 
-	// Running counts the subtasks forked and not completed; Tasks lists those whose goroutine has
-	// started (the rest are about to).
+	// Running counts the subtasks forked and not completed, but for the forks blocked on the limit
+	// (counted in Blocked); Tasks lists those whose goroutine has started (the rest are about to).
 	Running, Succeeded, Failed, CancelledSubtasks int64
 
 	Tasks []TaskRecord // the running subtasks, in fork order
@@ -64,6 +64,10 @@ func CollectScopes() []ScopeRecord {
 			buf = h.read(&r, buf)
 		}
 		r.Blocked, r.Joining = e.blocked.Load(), e.joining.Load()
+		// A fork blocked on the limit is forked and not completed, but it is not running: it
+		// counts as blocked only. Read apart, the two may disagree for a moment (a fork just
+		// granted its slot); the list of started subtasks is the floor.
+		r.Running = max(r.Running-r.Blocked, int64(len(buf)))
 
 		r.Age = time.Duration(max(mono-e.opened, 0))
 		r.Site = openSite(e.pcs, int(e.npcs))

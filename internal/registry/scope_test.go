@@ -438,3 +438,25 @@ func TestNilRecordDoesNothing(t *testing.T) {
 	e.Leave()
 	assert.Nil(t, e.Labels())
 }
+
+// A fork blocked on the limit counts as blocked, not as running.
+func TestBlockedForkIsNotRunning(t *testing.T) {
+	enable(t, registry.Scopes)
+	inner, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	e := registry.Open(inner, registry.ScopeInfo{Name: "lim", Limit: 1})
+	defer e.Leave()
+	var a, b registry.Task
+	e.Fork(&a, noop)
+	e.Enter(&a)
+	e.Fork(&b, noop) // counted in, then waits for a slot, as scope's admitSlow does
+	e.Blocked(1)
+	r := byName(t, collect(), "lim")
+	assert.Equal(t, [2]int64{1, 1}, [2]int64{r.Running, r.Blocked})
+	e.Done(&a, registry.Succeeded)
+	e.Blocked(-1)
+	e.Enter(&b)
+	r = byName(t, collect(), "lim")
+	assert.Equal(t, [3]int64{1, 0, 1}, [3]int64{r.Running, r.Blocked, r.Succeeded})
+	e.Done(&b, registry.Succeeded)
+}
