@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/goloom/loom/internal/window"
 )
 
 // Do runs fn with a slot of the limiter and returns fn's error as is.
@@ -80,15 +82,18 @@ func callHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (
 	if l.cfg.logger != nil {
 		t1 = time.Now()
 	}
+	mk := l.started()
 	normal := false
 	defer func() {
 		if !normal {
-			err = l.abortHere(ctx, recover(), t0, t1)
+			err = l.abortHere(ctx, recover(), t0, t1, mk)
 		}
 	}()
 	v, err = fn(ctx)
 	normal = true
+	held := l.held()
 	l.release()
+	l.observe(ctx, mk, err, false, false, held)
 	l.end(ctx, ran(ctx, err, false), err, t0, t1)
 	return v, err
 }
@@ -107,17 +112,20 @@ func callFleet[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 	if l.cfg.logger != nil {
 		t1 = time.Now()
 	}
+	mk := l.started()
 	normal := false
 	defer func() {
 		if !normal {
 			leave()
-			err = l.abortHere(ctx, recover(), t0, t1)
+			err = l.abortHere(ctx, recover(), t0, t1, mk)
 		}
 	}()
 	v, err = fn(tctx)
 	normal = true
 	leave()
+	held := l.held()
 	l.release()
+	l.observe(ctx, mk, err, false, false, held)
 	if lerr := lost(tctx); lerr != nil {
 		var zero T
 		v, err = zero, lerr // the lease went while fn ran: whatever fn returned, it is not to be trusted
@@ -128,8 +136,10 @@ func callFleet[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 
 // abortHere ends a call whose fn, running on the caller's goroutine, panicked (r != nil) or
 // called runtime.Goexit (r == nil; the goroutine goes on ending after us).
-func (l *Limiter) abortHere(ctx context.Context, r any, t0, t1 time.Time) error {
+func (l *Limiter) abortHere(ctx context.Context, r any, t0, t1 time.Time, mk window.Mark) error {
+	held := l.held()
 	l.release()
+	l.observe(ctx, mk, nil, false, true, held)
 	if r == nil {
 		l.end(ctx, outFailed, ErrGoexit, t0, t1)
 		return ErrGoexit
@@ -158,9 +168,11 @@ type timedCall[T any] struct {
 	fn     func(context.Context) (T, error)
 	val    T
 	err    error
-	broken bool      // fn panicked or called runtime.Goexit; err says which
-	t0, t1 time.Time // call and task start, with a logger
-	leave  func()    // gives the fleet's permit back; nil without a fleet
+	broken bool            // fn panicked or called runtime.Goexit; err says which
+	t0, t1 time.Time       // call and task start, with a logger
+	leave  func()          // gives the fleet's permit back; nil without a fleet
+	caller context.Context // the caller's ctx: did the caller give up?
+	mk     window.Mark     // the adaptive limit's mark of the task's start
 
 	// exiting is held by the task's goroutine from the moment fn has returned until its slot is
 	// back and its records are written. A caller that finds the call timedFinished takes it
@@ -172,7 +184,7 @@ type timedCall[T any] struct {
 // callTimed runs fn under the task timeout: one timer (the context's) and one goroutine per call.
 func callTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
-	c := &timedCall[T]{l: l, fn: fn}
+	c := &timedCall[T]{l: l, fn: fn, caller: ctx}
 	c.t0 = l.begin()
 	if err := l.enter(ctx, c.t0); err != nil {
 		return zero, err
@@ -238,6 +250,7 @@ func (c *timedCall[T]) run() {
 		}
 		c.exit()
 	}()
+	c.mk = c.l.started()
 	c.val, c.err = c.fn(c.ctx)
 	normal = true
 }
@@ -273,7 +286,10 @@ func (c *timedCall[T]) exit() {
 		// its cause is final.
 		l.overrunning.Add(-1)
 	}
+	held := l.held()
 	l.release()
+	timedOut := c.timedOut || !finished && context.Cause(c.ctx) == ErrTaskTimeout
+	l.observe(c.caller, c.mk, c.err, timedOut, c.broken, held)
 	if !finished && context.Cause(c.ctx) == ErrTaskTimeout {
 		l.recordTimeout(c.ctx, c.t0, c.t1) // the call's, tallied when the caller left
 	}

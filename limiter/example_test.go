@@ -214,7 +214,7 @@ func ExampleLimiter_Stats() {
 		})
 	})
 	fmt.Printf("%+v\n", l.Stats())
-	// Output: {Limit:2 InFlight:0 Waiting:0 Overrunning:0 RateWaiting:0 Submitted:6 Completed:1 Failed:4 Rejected:1 TimedOut:0 Cancelled:0 Panicked:1}
+	// Output: {Limit:2 InFlight:0 Waiting:0 Overrunning:0 RateWaiting:0 Submitted:6 Completed:1 Failed:4 Rejected:1 TimedOut:0 Cancelled:0 Panicked:1 LimitChanges:0}
 }
 
 // A task that ignores its context overruns its timeout: the caller has its error at once, the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/goloom/loom/internal/sema"
+	"github.com/goloom/loom/internal/window"
 )
 
 // A Future is the pending result of a task started by [Submit]. Its methods are safe for
@@ -31,6 +32,7 @@ type Future[T any] struct {
 	wait      time.Duration      // from Submit to the task's start, with a logger
 	t0        time.Time          // when Submit was called, if the limiter notes it (see begin)
 	leave     func()             // gives the fleet's permit back; nil without one
+	mk        window.Mark        // the adaptive limit's mark of the task's start
 
 	val T
 	err error

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/goloom/loom/internal/sema"
+	"github.com/goloom/loom/internal/window"
 )
 
 // A Limiter runs tasks with at most a fixed number of task bodies running at once. Create one
@@ -20,7 +21,8 @@ type Limiter struct {
 	// and a task goroutine that gives its slot back takes over the queued task the slot goes to
 	// (sema's ReleaseAndTake) instead of starting a goroutine for it.
 	slots sema.Sema
-	rate  *bucket // WithRate's tokens, the slots' gate; nil without a rate
+	rate  *bucket       // WithRate's tokens, the slots' gate; nil without a rate
+	meter *window.Meter // WithAdaptive's windows, which move the slots' capacity; nil without
 	limit int
 	cfg   config
 	epoch time.Time // with a logger: the base of Futures' timestamps
@@ -43,7 +45,7 @@ func New(limit int, opts ...Option) *Limiter {
 	if int64(limit) > sema.MaxPermits {
 		panic(fmt.Sprintf("limiter: New: limit %d above the maximum %d", limit, int64(sema.MaxPermits)))
 	}
-	c := config{maxWaiting: -1} // every default, in one place
+	c := config{maxWaiting: -1, overload: defaultOverload} // every default, in one place
 	for _, opt := range opts {
 		opt(&c)
 	}
@@ -56,6 +58,9 @@ func New(limit int, opts ...Option) *Limiter {
 	if c.perSecond > 0 {
 		l.rate = newBucket(c.perSecond, c.burst)
 		l.slots.SetGate(l.rate)
+	}
+	if c.adaptive != nil {
+		l.meter = window.New(c.adaptive, limit, &l.slots, window.Config{})
 	}
 	return l
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/goloom/loom/limiter"
+	"github.com/goloom/loom/limiter/adaptive"
 	"github.com/goloom/loom/semaphore"
 )
 
@@ -32,6 +33,16 @@ func BenchmarkDo(b *testing.B) {
 	b.Run("limiter.Do+rate", func(b *testing.B) {
 		// A bucket that never runs dry: what WithRate adds to an uncontended call.
 		l := limiter.New(8, limiter.WithRate(1e9, 1_000_000_000))
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := l.Do(ctx, nop); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("limiter.Do+adaptive", func(b *testing.B) {
+		// What WithAdaptive adds to an uncontended call: a mark at the start, a look at the end.
+		l := limiter.New(8, limiter.WithAdaptive(adaptive.AIMD{Min: 8, Max: 8}))
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := l.Do(ctx, nop); err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/limiter/adaptive"
 )
 
 // An Option configures a Limiter. Options are applied by [New]; the configuration is fixed once
@@ -21,8 +22,10 @@ type config struct {
 	logger         *slog.Logger
 	perSecond      float64 // WithRate; 0: no rate
 	burst          int
-	fleet          *fleet.Semaphore // WithFleet
-	fleetRate      *fleet.Rate      // WithFleetRate
+	fleet          *fleet.Semaphore    // WithFleet
+	fleetRate      *fleet.Rate         // WithFleetRate
+	adaptive       adaptive.Controller // WithAdaptive
+	overload       func(error) bool    // WithOverload; defaultOverload unless given
 }
 
 // fleeted reports whether calls must also be admitted by the fleet.

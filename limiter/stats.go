@@ -18,7 +18,7 @@ import (
 // While calls come and go, the fields are read one after another, not at one instant, so these
 // sums need not hold in a snapshot; each field is exact for the moment it was read.
 type Stats struct {
-	Limit       int // the most task bodies that run at once
+	Limit       int // the most task bodies that run at once; WithAdaptive moves it
 	InFlight    int // slots held: tasks running, overrunning ones included
 	Waiting     int // calls waiting for a slot: blocked Do and Call callers and queued Submits
 	Overrunning int // tasks still running although their call has ended (timed out or cancelled)
@@ -31,6 +31,8 @@ type Stats struct {
 	TimedOut  int64 // calls that ended with ErrTaskTimeout
 	Cancelled int64 // calls that ended with an error while their ctx (or Future) was cancelled
 	Panicked  int64 // panics in tasks, whichever of the above their call was counted in
+
+	LimitChanges int64 // moves of the limit by WithAdaptive
 }
 
 // counters are the limiter's event counts. Each only grows, so every sum Stats reads is
@@ -137,7 +139,10 @@ func (l *Limiter) Stats() Stats {
 		panic("limiter: zero Limiter; use New")
 	}
 	var s Stats
-	s.Limit = l.limit
+	s.Limit = int(l.slots.Capacity()) // WithAdaptive moves it
+	if l.meter != nil {
+		s.LimitChanges = l.meter.Changes()
+	}
 	// Outcomes before Submitted: a call is counted in Submitted before it can end, so the
 	// snapshot never shows more ended calls than begun ones.
 	c := &l.count
@@ -157,7 +162,8 @@ func (l *Limiter) Stats() Stats {
 	return s
 }
 
-// inFlight is the number of slots held.
+// inFlight is the number of slots held. After an adaptive limit shrank, more may be held than
+// the limit allows, until they come back.
 func (l *Limiter) inFlight() int {
-	return min(max(l.limit-int(l.slots.Available()), 0), l.limit)
+	return max(int(l.slots.Capacity()-l.slots.Available()), 0)
 }

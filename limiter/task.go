@@ -182,6 +182,7 @@ func (f *Future[T]) runTask() (next runner) {
 	f.phase = phaseRunning
 	f.mu.Unlock()
 
+	f.mk = l.started()
 	normal := false
 	defer func() {
 		if !normal {
@@ -230,6 +231,7 @@ func (f *Future[T]) runFleet() (next runner) {
 		old()
 	}
 
+	f.mk = l.started()
 	normal := false
 	defer func() {
 		if !normal {
@@ -310,10 +312,14 @@ func (f *Future[T]) exit(tctx context.Context, v T, err error, pe *PanicError, h
 	if overran {
 		l.overrunning.Add(-1)
 	}
+	held := l.held()
 	if how == goexited {
 		l.release()
 	} else {
 		next = l.releaseAndTake()
+	}
+	if how != refused {
+		l.observe(f.ctx, f.mk, err, context.Cause(tctx) == ErrTaskTimeout, broken, held)
 	}
 	// The slot is free: the records about the call may be written now.
 	if !overran {

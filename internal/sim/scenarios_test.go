@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goloom/loom/internal/sim"
+	"github.com/goloom/loom/limiter"
 	"github.com/goloom/loom/limiter/adaptive"
 )
 
@@ -79,19 +80,43 @@ var scenarios = []scenario{
 	},
 }
 
+// gates are what the scenarios run against: the FIFO core with the window Meter, sampling by a
+// counter so that each run repeats exactly, and the limiter itself, limiter.WithAdaptive, which
+// samples at random, so that its runs repeat only in distribution — the claims are ranges.
+var gates = []struct {
+	name string
+	new  sim.NewGate
+}{
+	{"core", sim.NewSemaGate},
+	{"limiter", newLimiterGate},
+}
+
+// newLimiterGate is the limiter as a gate: it never waits (acquire timeout 0), and the server's
+// refusals and timeouts are its drops.
+func newLimiterGate(start int, c adaptive.Controller) sim.Gate {
+	return limiterGate{limiter.New(start, limiter.WithAdaptive(c), limiter.WithAcquireTimeout(0),
+		limiter.WithOverload(sim.Overload))}
+}
+
+type limiterGate struct{ *limiter.Limiter }
+
+func (g limiterGate) Limit() int { return g.Stats().Limit }
+
 func TestScenarios(t *testing.T) {
-	for _, b := range builtins {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			for _, sc := range scenarios {
-				t.Run(sc.Name, func(t *testing.T) {
-					tr := sim.Simulate(t, sc.Scenario, b.c, sim.NewSemaGate)
-					t.Log("\n" + tr.Table(20))
-					neverOutside(t, tr, b.min, 500)
-					t.Logf("RESULT %s | %s | %s", b.name, sc.Name, sc.check(t, tr))
-				})
-			}
-		})
+	for _, g := range gates {
+		for _, b := range builtins {
+			t.Run(g.name+"/"+b.name, func(t *testing.T) {
+				t.Parallel()
+				for _, sc := range scenarios {
+					t.Run(sc.Name, func(t *testing.T) {
+						tr := sim.Simulate(t, sc.Scenario, b.c, g.new)
+						t.Log("\n" + tr.Table(20))
+						neverOutside(t, tr, b.min, 500)
+						t.Logf("RESULT %s | %s | %s | %s", g.name, b.name, sc.Name, sc.check(t, tr))
+					})
+				}
+			})
+		}
 	}
 }
 
