@@ -18,12 +18,14 @@ type Future[T any] struct {
 	ctx context.Context // Submit's
 	fn  func(context.Context) (T, error)
 
-	published atomic.Bool // val and err are final, and done (if made) is closed
+	// delivered is set once the result is out: val and err are final, the call is counted and
+	// recorded, and done (if made) is closed. Wait reads it without the lock.
+	delivered atomic.Bool
 
 	mu        sync.Mutex         // guards what follows; see task.go for the life it follows
 	done      chan struct{}      // made by the first Done before completion
 	phase     uint8              // phaseQueued, phaseRunning, phaseExited
-	completed bool               // val and err are final; published soon
+	settled   bool               // val and err are decided (endLocked); delivered soon after, outside mu
 	cancelled bool               // Cancel was called
 	cancel    context.CancelFunc // the task's context's
 	stop      func() bool        // stops the watcher of ctx (queued, or running without timeout) or of the task's context
@@ -126,7 +128,7 @@ func (f *Future[T]) Wait(ctx context.Context) (T, error) {
 	if ctx == nil {
 		panic("limiter: Wait: nil context")
 	}
-	if f.published.Load() {
+	if f.delivered.Load() {
 		return f.val, f.err
 	}
 	select {
@@ -143,7 +145,7 @@ func (f *Future[T]) Done() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.done == nil {
-		if f.published.Load() {
+		if f.delivered.Load() {
 			return closedChan
 		}
 		f.done = make(chan struct{}) // made on demand: most Futures are waited for once, or late
@@ -164,7 +166,7 @@ var closedChan = func() chan struct{} {
 // nothing. It never blocks for long and may be called any number of times.
 func (f *Future[T]) Cancel() {
 	f.mu.Lock()
-	if f.completed || f.cancelled {
+	if f.settled || f.cancelled {
 		f.mu.Unlock()
 		return
 	}

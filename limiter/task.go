@@ -17,8 +17,8 @@ import (
 //	running   fn runs on a task goroutine, with a slot  fn returns (exit)             exited
 //	exited    fn has returned, or will never run        -                             -
 //
-// Orthogonal to the phase, the Future completes once (completed: val and err final, the call
-// counted), then publishes (published: Done closed, after the records are written):
+// Orthogonal to the phase, the Future's result is settled once (settled: val and err decided,
+// under mu), then delivered (delivered: the call counted and recorded, Done closed), outside mu:
 //
 //   - queued: completed when it leaves the queue or is refused; it never runs.
 //   - running: completed by fn's return (exit), or earlier by Cancel, the ctx's end or the task
@@ -79,7 +79,7 @@ func (f *Future[T]) granted(err error) {
 // onAcquireTimeout runs when the acquire timeout fires while the task is queued.
 func (f *Future[T]) onAcquireTimeout() {
 	f.mu.Lock()
-	if f.completed || f.phase != phaseQueued {
+	if f.settled || f.phase != phaseQueued {
 		f.mu.Unlock()
 		return
 	}
@@ -100,7 +100,7 @@ func (f *Future[T]) onCtxDone() { f.onDone(f.ctx) }
 // lease, or Submit's ctx.
 func (f *Future[T]) onDone(ctx context.Context) {
 	f.mu.Lock()
-	if f.completed {
+	if f.settled {
 		f.mu.Unlock()
 		return
 	}
@@ -272,7 +272,7 @@ func (f *Future[T]) exit(tctx context.Context, v T, err error, pe *PanicError, h
 	f.phase = phaseExited
 	stop, leave := f.stop, f.leave
 	f.stop, f.leave = nil, nil
-	overran := f.completed
+	overran := f.settled
 	var e ending
 	if !overran {
 		var zero T
@@ -348,7 +348,7 @@ type ending struct {
 // endLocked settles the Future's result as o. f.mu is held.
 func (f *Future[T]) endLocked(v T, err error, o outcome) ending {
 	f.val, f.err = v, err
-	f.completed = true
+	f.settled = true
 	return ending{o: o, record: true}
 }
 
@@ -411,7 +411,7 @@ func (f *Future[T]) publish(e ending) {
 		f.l.tally(e.o)
 	}
 	f.mu.Lock()
-	f.published.Store(true)
+	f.delivered.Store(true)
 	done := f.done
 	f.mu.Unlock()
 	if done != nil {
