@@ -22,7 +22,7 @@ func Fork[T any](s *Scope, fn func(ctx context.Context) (T, error)) *Subtask[T] 
 	}
 	st := &Subtask[T]{fn: fn}
 	if s.admit(st) {
-		go run(s, subtask(st))
+		go st.start(s)
 	}
 	return st
 }
@@ -35,11 +35,11 @@ func (s *Scope) Go(fn func(ctx context.Context) error) *Subtask[struct{}] {
 	if fn == nil {
 		panic("scope: Go: nil function")
 	}
-	st := &Subtask[struct{}]{fn: fn}
-	if s.admit(st) {
-		go run(s, subtask(st))
+	gt := &goTask{fn: fn}
+	if s.admit(gt) {
+		go gt.start(s)
 	}
-	return st
+	return &gt.Subtask
 }
 
 // TryFork is [Fork] that never blocks: with [WithLimit] and no free slot it forks nothing and
@@ -58,7 +58,7 @@ func TryFork[T any](s *Scope, fn func(ctx context.Context) (T, error)) (*Subtask
 		return nil, false
 	}
 	if start {
-		go run(s, subtask(st))
+		go st.start(s)
 	}
 	return st, true
 }
@@ -70,10 +70,10 @@ func (s *Scope) TryGo(fn func(ctx context.Context) error) bool {
 	if fn == nil {
 		panic("scope: TryGo: nil function")
 	}
-	st := &Subtask[struct{}]{fn: fn}
-	start, forked := s.tryAdmit(st)
+	gt := &goTask{fn: fn}
+	start, forked := s.tryAdmit(gt)
 	if start {
-		go run(s, subtask(st))
+		go gt.start(s)
 	}
 	return forked
 }

@@ -70,11 +70,17 @@ var succeeded = &outcome{state: Succeeded}
 // before the state, so a caller that saw Succeeded sees the value.
 type Subtask[T any] struct {
 	val T
-	// fn is the function forked: a func(context.Context) (T, error) from Fork, or Scope.Go's
-	// func(context.Context) error, which needs no wrapper this way.
-	fn any
+	fn  func(context.Context) (T, error) // Fork's; nil for Scope.Go's, which a goTask keeps
 	// res is the final outcome; nil while the subtask is Running.
 	res atomic.Pointer[outcome]
+}
+
+// A goTask is a subtask forked by Scope.Go: its function returns only an error, so it is kept
+// here, next to the Subtask[struct{}] that Go returns, instead of in a wrapper closure — one
+// allocation a fork, as for Fork.
+type goTask struct {
+	Subtask[struct{}]
+	fn func(context.Context) error
 }
 
 // state returns the subtask's state and error.
@@ -154,34 +160,43 @@ func run(s *Scope, t subtask) {
 	}
 }
 
-// runIn runs fn. The deferred function tells the three ways out apart: a normal return, a panic
-// (recover returns non-nil) and runtime.Goexit (recover returns nil).
-func (st *Subtask[T]) runIn(s *Scope) (next subtask) {
+// start is what a fork's goroutine runs (go st.start(s)): its closure holds st and s, no more.
+func (st *Subtask[T]) start(s *Scope) { run(s, st) }
+func (gt *goTask) start(s *Scope)     { run(s, gt) }
+
+func (st *Subtask[T]) runIn(s *Scope) subtask {
+	return s.body(st, func(ctx context.Context) (err error) {
+		st.val, err = st.fn(ctx)
+		return err
+	})
+}
+
+func (gt *goTask) runIn(s *Scope) subtask { return s.body(gt, gt.fn) }
+
+// body runs a subtask's function fn and ends the subtask's life: the one place where a forked
+// function runs. The deferred function tells the three ways out apart: a normal return, a panic
+// (recover returns non-nil) and runtime.Goexit (recover returns nil). It returns a subtask that
+// this goroutine takes over next (see Scope.finish), or nil.
+func (s *Scope) body(t subtask, fn func(context.Context) error) (next subtask) {
 	returned := false
 	defer func() {
 		if returned {
 			return
 		}
 		if r := recover(); r != nil {
-			s.complete(st, nil, newPanicError(r))
+			s.complete(t, nil, newPanicError(r))
 			next = s.finish()
 			return
 		}
 		// runtime.Goexit ends this goroutine: a subtask handed to it goes to a new one.
-		s.complete(st, ErrGoexit, nil)
-		if t := s.finish(); t != nil {
-			go run(s, t)
+		s.complete(t, ErrGoexit, nil)
+		if next := s.finish(); next != nil {
+			go run(s, next)
 		}
 	}()
-	var err error
-	switch fn := st.fn.(type) {
-	case func(context.Context) (T, error):
-		st.val, err = fn(s.ctx)
-	case func(context.Context) error:
-		err = fn(s.ctx)
-	}
+	err := fn(s.ctx)
 	returned = true
-	s.complete(st, err, nil)
+	s.complete(t, err, nil)
 	return s.finish()
 }
 
