@@ -172,7 +172,7 @@ func (s *Scope) onFork(t subtask) bool {
 	}
 	// Runs on the forking goroutine: the owner, which is not in Join, or a subtask, which is
 	// counted, so Join cannot finish meanwhile.
-	pe, err := s.ask(func() error { return p.j.OnFork(t) })
+	pe, err := s.ask(func() error { return p.j.OnFork(t.task()) })
 	switch {
 	case pe != nil:
 		// The Joiner failed like a subtask that panics: Failed, kept, the scope cancelled.

@@ -555,3 +555,15 @@ func TestJoinerOnTimeout(t *testing.T) {
 		})
 	})
 }
+
+// A Joiner sees the very subtasks Fork and Go returned, so it may keep them as keys.
+func TestJoinerSeesTheSubtasksForkAndGoReturned(t *testing.T) {
+	r := newRecorder()
+	s := scope.Open(t.Context(), scope.WithJoiner(r))
+	defer s.Close()
+	a := scope.Fork(s, value(1))
+	b := s.Go(func(context.Context) error { return nil })
+	require.NoError(t, s.Join())
+	assert.Equal(t, []scope.Task{a, b}, r.forks, "OnFork")
+	assert.Equal(t, map[scope.Task]int{a: 1, b: 1}, r.completions, "OnComplete")
+}

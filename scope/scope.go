@@ -280,7 +280,7 @@ func (s *Scope) decide(c call, err error) (end bool) {
 	}()
 	var t Task
 	if c != nil {
-		t = c
+		t = c.task()
 	}
 	return s.policy.decide(s, t, err)
 }

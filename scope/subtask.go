@@ -143,10 +143,14 @@ func (st *Subtask[T]) Value() any {
 
 func (st *Subtask[T]) settle(o *outcome) { st.res.Store(o) }
 
+// task is the subtask as user code sees it — the very pointer Fork or Go returned — for the
+// policy and a Joiner, which may keep it as a key.
+func (st *Subtask[T]) task() Task { return st }
+func (gt *goTask) task() Task     { return &gt.Subtask }
+
 // A subtask is a forked *Subtask[T] as its scope drives it, whatever T.
 type subtask interface {
-	Task
-	settle(o *outcome)
+	call
 	// runIn runs the subtask's function in scope s and ends its life; it returns a subtask that
 	// this goroutine takes over next (see Scope.finish), or nil.
 	runIn(s *Scope) (next subtask)
@@ -205,6 +209,7 @@ func (s *Scope) body(t subtask, fn func(context.Context) error) (next subtask) {
 type call interface {
 	Task
 	settle(o *outcome)
+	task() Task
 }
 
 // complete ends one call's life in the scope: the one step that every subtask — forked by Fork
