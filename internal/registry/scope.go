@@ -284,14 +284,18 @@ func (e *Scope) Context() context.Context {
 }
 
 // Fork records a subtask about to start; fn is the function passed to Fork or Go (a func value),
-// kept for its site. Call it after the fork is admitted and before the subtask's goroutine
+// kept for its site. A nil t counts the fork without listing it (Enter and Done then take nil
+// too): the counts stay exact for a call site that has no Task to give. Call it after the fork is admitted and before the subtask's goroutine
 // starts. It costs one atomic add: the subtask takes its place among the running ones in Enter,
 // on its own goroutine, so the forking loop does nothing more.
 func (e *Scope) Fork(t *Task, fn any) {
 	if e == nil || !e.tracked {
 		return
 	}
-	t.seq, t.pc = uintptr(e.hotPart().forks.Add(1)), funcPC(fn)
+	seq := e.hotPart().forks.Add(1)
+	if t != nil {
+		t.seq, t.pc = uintptr(seq), funcPC(fn)
+	}
 }
 
 // ForkAt is Fork for a call that runs without a Subtask of its own on a goroutine of the scope's
@@ -302,7 +306,9 @@ func (e *Scope) ForkAt(t *Task, seq int64, fn any) {
 		return
 	}
 	e.hotPart().forks.Add(1)
-	t.seq, t.pc = uintptr(seq), funcPC(fn)
+	if t != nil {
+		t.seq, t.pc = uintptr(seq), funcPC(fn)
+	}
 }
 
 // Refuse records a fork whose function never runs: Cancelled (forked on a cancelled scope) or
@@ -323,7 +329,7 @@ func (e *Scope) Enter(t *Task) Region {
 	if e == nil {
 		return Region{}
 	}
-	if e.tracked {
+	if e.tracked && t != nil {
 		t.started = now() - e.opened
 		e.hot.Load().publish(t) // made by Fork, which came first
 	}
@@ -370,7 +376,7 @@ func (e *Scope) Done(t *Task, o Outcome) {
 		return
 	}
 	h := e.hotPart()
-	if t.tab == nil { // never started
+	if t == nil || t.tab == nil { // never started, or counted without a Task
 		h.done[o&3].Add(1)
 		return
 	}

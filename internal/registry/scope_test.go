@@ -460,3 +460,23 @@ func TestBlockedForkIsNotRunning(t *testing.T) {
 	assert.Equal(t, [3]int64{1, 0, 1}, [3]int64{r.Running, r.Blocked, r.Succeeded})
 	e.Done(&b, registry.Succeeded)
 }
+
+// A fork without a Task is counted, never listed, and its completion counted: the counts stay
+// exact for a call site that has no Task to give.
+func TestForkWithoutATaskIsCountedNotListed(t *testing.T) {
+	enable(t, registry.Scopes)
+	inner, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	e := registry.Open(inner, registry.ScopeInfo{Name: "untasked"})
+	defer e.Leave()
+	e.Fork(nil, noop)
+	e.ForkAt(nil, 2, noop)
+	e.Enter(nil).End()
+	r := byName(t, collect(), "untasked")
+	assert.Equal(t, int64(2), r.Running)
+	assert.Empty(t, r.Tasks)
+	e.Done(nil, registry.Succeeded)
+	e.Done(nil, registry.Failed)
+	r = byName(t, collect(), "untasked")
+	assert.Equal(t, [3]int64{0, 1, 1}, [3]int64{r.Running, r.Succeeded, r.Failed})
+}
