@@ -70,13 +70,12 @@
 // the latest grants (or renewals) is promoted (Sentinel, Cluster), those are lost while their
 // holders keep running: the new primary may admit others in their place, and the fleet may run
 // more than the capacity — by at most the permits of those leases — until their holders next
-// renew.
-// Their renewal then finds their leases gone in the same epoch and reports them lost, so the
-// over-admission lasts at most one renewal interval (TTL/3) plus the failover time, and never
+// renew. Their renewal then finds their leases gone in the same epoch and reports them lost, so
+// the over-admission lasts at most one renewal interval (TTL/3) plus the failover time, and never
 // longer than one TTL. A failover that loses the whole state of a name (a replica that never
 // had it) is a restart with data loss, and the bound holds (guarantee 7). Where over-admission
-// must never happen, use the fencing token at the guarded resource, or run Redis with
-// WAIT-based or synchronous replication.
+// must never happen, check the fencing token ([Permit.Token]) at the guarded resource: a holder
+// whose lease was lost carries a smaller token than the one admitted in its place.
 //
 // # Rates
 //

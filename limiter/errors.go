@@ -60,6 +60,9 @@ type PanicError struct {
 	Stack []byte // the task's stack at the panic
 }
 
+// Error returns the panic value, prefixed with "limiter: task panicked: ". The stack is in
+// Stack (and in the limiter's log record of the panic), not in the message: a Do's error is
+// returned, not re-panicked, so it is logged where it lands, on one line.
 func (e *PanicError) Error() string { return fmt.Sprintf("limiter: task panicked: %v", e.Value) }
 
 // Unwrap returns the panic value if it is an error, so errors.Is and errors.As reach it.
