@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/limiter"
 	"github.com/goloom/loom/fleet/redisfleet"
 )
 
@@ -42,22 +43,12 @@ type replicaConfig struct {
 	Workers  int
 }
 
-// guarded is a replica's one call path: fn runs while it holds a fleet permit, under a context
-// that ends if the lease is lost. Routing it through the limiter instead is this one function:
-//
-//	api := limiter.New(workers, limiter.WithFleet(sem), limiter.WithAcquireTimeout(2*time.Second))
-//	return func(ctx context.Context, fn func(context.Context) error) error { return api.Do(ctx, fn) }
-func guarded(sem *fleet.Semaphore) func(context.Context, func(context.Context) error) error {
-	return func(ctx context.Context, fn func(context.Context) error) error {
-		p, err := sem.AcquireTimeout(ctx, 1, 2*time.Second)
-		if err != nil {
-			return err
-		}
-		defer p.Release()
-		ctx, stop := p.WithContext(ctx)
-		defer stop()
-		return fn(ctx)
-	}
+// guarded is a replica's one call path: through a limiter whose calls each hold a fleet permit
+// (limiter.WithFleet), so fn runs under a context that ends if the lease is lost. workers is the
+// local limit: every worker gets a local slot, and the fleet's capacity is what binds.
+func guarded(sem *fleet.Semaphore, workers int) func(context.Context, func(context.Context) error) error {
+	api := limiter.New(workers, limiter.WithFleet(sem), limiter.WithAcquireTimeout(2*time.Second))
+	return api.Do
 }
 
 // TestReplica is a replica process of TestChaos and TestFairnessAcrossProcesses; run directly, it
@@ -81,7 +72,7 @@ func TestReplica(t *testing.T) {
 	sem := fleet.New(redisfleet.New(rdb), cfg.Name, cfg.Capacity, fleet.WithLease(cfg.Lease), fleet.WithLogger(logger))
 	transport := &http.Transport{MaxIdleConnsPerHost: cfg.Workers}
 	client := &http.Client{Transport: transport}
-	call := guarded(sem)
+	call := guarded(sem, cfg.Workers)
 
 	ctx, stop := context.WithCancel(context.Background())
 	go func() { // the parent closes stdin to stop us
