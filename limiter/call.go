@@ -78,36 +78,28 @@ func callHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (
 	if l.cfg.fleeted() {
 		return callFleet(ctx, l, fn, t0)
 	}
-	var t1 time.Time
-	if l.cfg.logger != nil {
-		t1 = time.Now()
-	}
-	mk := l.started()
-	normal := false
-	defer func() {
-		if !normal {
-			err = l.abortHere(ctx, recover(), t0, t1, mk)
-		}
-	}()
-	v, err = fn(ctx)
-	normal = true
-	held := l.held()
-	l.release()
-	l.observe(ctx, mk, err, false, false, held)
-	l.end(ctx, ran(ctx, err, false), err, t0, t1)
-	return v, err
+	return runHere(ctx, l, fn, ctx, nil, t0)
 }
 
 // callFleet is callHere, once the local slot is held, for a limiter whose calls the fleet must
-// admit too (WithFleet, WithFleetRate): fn runs under the permit's context, the permit goes back
-// when fn returns, and a lease lost while fn ran is the call's error.
-func callFleet[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error), t0 time.Time) (v T, err error) {
+// admit too (WithFleet, WithFleetRate): fn runs under the permit's context, and the permit goes
+// back when fn returns.
+func callFleet[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error), t0 time.Time) (T, error) {
 	tctx, leave, o, err := l.fleetEnter(ctx, t0)
 	if err != nil {
+		var zero T
 		l.unused()
 		l.end(ctx, o, err, t0, time.Time{})
-		return v, err
+		return zero, err
 	}
+	return runHere(ctx, l, fn, tctx, leave, t0)
+}
+
+// runHere runs fn, which holds its slot, on the caller's goroutine under tctx (ctx, or the fleet
+// permit's context, whose leave gives the permit back) and ends the call: the one place where
+// Do's and Call's function runs without a task timeout. A lease lost while fn ran is the call's
+// error.
+func runHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error), tctx context.Context, leave func(), t0 time.Time) (v T, err error) {
 	var t1 time.Time
 	if l.cfg.logger != nil {
 		t1 = time.Now()
@@ -116,19 +108,25 @@ func callFleet[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 	normal := false
 	defer func() {
 		if !normal {
-			leave()
+			if leave != nil {
+				leave()
+			}
 			err = l.abortHere(ctx, recover(), t0, t1, mk)
 		}
 	}()
 	v, err = fn(tctx)
 	normal = true
-	leave()
+	if leave != nil {
+		leave()
+	}
 	held := l.held()
 	l.release()
 	l.observe(ctx, mk, err, false, false, held)
-	if lerr := lost(tctx); lerr != nil {
-		var zero T
-		v, err = zero, lerr // the lease went while fn ran: whatever fn returned, it is not to be trusted
+	if leave != nil {
+		if lerr := lost(tctx); lerr != nil {
+			var zero T
+			v, err = zero, lerr // the lease went while fn ran: whatever fn returned, it is not to be trusted
+		}
 	}
 	l.end(ctx, ran(ctx, err, false), err, t0, t1)
 	return v, err

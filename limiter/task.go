@@ -181,8 +181,13 @@ func (f *Future[T]) runTask() (next runner) {
 	}
 	f.phase = phaseRunning
 	f.mu.Unlock()
+	return f.call(tctx)
+}
 
-	f.mk = l.started()
+// call runs fn under tctx and ends the task: the one place a Submitted task's function runs.
+// The deferred function tells a panic (recover returns non-nil) from runtime.Goexit (nil).
+func (f *Future[T]) call(tctx context.Context) (next runner) {
+	f.mk = f.l.started()
 	normal := false
 	defer func() {
 		if !normal {
@@ -230,17 +235,7 @@ func (f *Future[T]) runFleet() (next runner) {
 	if old != nil {
 		old()
 	}
-
-	f.mk = l.started()
-	normal := false
-	defer func() {
-		if !normal {
-			next = f.abort(tctx, recover())
-		}
-	}()
-	v, err := f.fn(tctx)
-	normal = true
-	return f.exit(tctx, v, err, nil, returned)
+	return f.call(tctx)
 }
 
 // abort ends a task whose fn panicked (r != nil) or called runtime.Goexit (r == nil).
