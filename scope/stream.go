@@ -167,32 +167,19 @@ type streamItem[In, Out any] struct {
 	done chan<- int
 }
 
-// runIn is Subtask.runIn for a call of a Stream: it signals the stream once the call's outcome is
-// settled, before the call is counted out. A call that waited for a worker while the scope was
-// cancelled (a break, a failure) does not run.
+// runIn runs a call of a Stream as a subtask; the stream hears of it once its outcome is
+// settled (completed), before it is counted out. A call that waited for a worker while the scope
+// was cancelled (a break, a failure) does not run.
 func (it *streamItem[In, Out]) runIn(s *Scope) subtask {
 	if s.ended() {
 		it.settle(s.rec.cancelled)
-		it.done <- it.idx
+		it.completed()
 		return s.finish()
 	}
-	returned := false
-	defer func() {
-		if returned {
-			return
-		}
-		if r := recover(); r != nil {
-			s.complete(it, nil, newPanicError(r))
-		} else {
-			s.complete(it, ErrGoexit, nil)
-		}
-		it.done <- it.idx
-		s.finish() // no slots in a Stream's scope: nothing to take over
-	}()
-	var err error
-	it.val, err = it.fn(s.ctx, it.in)
-	returned = true
-	s.complete(it, err, nil)
-	it.done <- it.idx
-	return s.finish()
+	return s.body(it, func(ctx context.Context) (err error) {
+		it.val, err = it.fn(ctx, it.in)
+		return err
+	})
 }
+
+func (it *streamItem[In, Out]) completed() { it.done <- it.idx }

@@ -143,6 +143,8 @@ func (st *Subtask[T]) Value() any {
 
 func (st *Subtask[T]) settle(o *outcome) { st.res.Store(o) }
 
+func (st *Subtask[T]) completed() {}
+
 // task is the subtask as user code sees it — the very pointer Fork or Go returned — for the
 // policy and a Joiner, which may keep it as a key.
 func (st *Subtask[T]) task() Task { return st }
@@ -151,6 +153,9 @@ func (gt *goTask) task() Task     { return &gt.Subtask }
 // A subtask is a forked *Subtask[T] as its scope drives it, whatever T.
 type subtask interface {
 	call
+	// completed is told once the subtask's outcome is settled, before it is counted out: a
+	// Stream's call signals its stream there. A plain subtask does nothing.
+	completed()
 	// runIn runs the subtask's function in scope s and ends its life; it returns a subtask that
 	// this goroutine takes over next (see Scope.finish), or nil.
 	runIn(s *Scope) (next subtask)
@@ -189,11 +194,13 @@ func (s *Scope) body(t subtask, fn func(context.Context) error) (next subtask) {
 		}
 		if r := recover(); r != nil {
 			s.complete(t, nil, newPanicError(r))
+			t.completed()
 			next = s.finish()
 			return
 		}
 		// runtime.Goexit ends this goroutine: a subtask handed to it goes to a new one.
 		s.complete(t, ErrGoexit, nil)
+		t.completed()
 		if next := s.finish(); next != nil {
 			go run(s, next)
 		}
@@ -201,6 +208,7 @@ func (s *Scope) body(t subtask, fn func(context.Context) error) (next subtask) {
 	err := fn(s.ctx)
 	returned = true
 	s.complete(t, err, nil)
+	t.completed()
 	return s.finish()
 }
 
