@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goloom/loom/internal/registry"
 	"github.com/goloom/loom/internal/window"
 )
 
@@ -105,8 +106,12 @@ func runHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T
 		t1 = time.Now()
 	}
 	mk := l.started()
+	tctx, labelled := l.labels.Enter(tctx) // with package inspect's Labels: loom.limiter, on this goroutine
 	normal := false
 	defer func() {
+		if labelled {
+			registry.RestoreLabels(ctx) // back to the caller's, as pprof.Do does
+		}
 		if !normal {
 			if leave != nil {
 				leave()
@@ -249,7 +254,7 @@ func (c *timedCall[T]) run() {
 		c.exit()
 	}()
 	c.mk = c.l.started()
-	c.val, c.err = c.fn(c.ctx)
+	c.val, c.err = c.fn(c.l.labels.Task(c.ctx, false)) // a fresh goroutine: the caller's labels
 	normal = true
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goloom/loom/internal/registry"
 	"github.com/goloom/loom/internal/sema"
 	"github.com/goloom/loom/internal/window"
 )
@@ -35,6 +36,8 @@ type Future[T any] struct {
 	t0        time.Time          // when Submit was called, if the limiter notes it (see begin)
 	leave     func()             // gives the fleet's permit back; nil without one
 	mk        window.Mark        // the adaptive limit's mark of the task's start
+	waitTrace registry.AsyncWait // a trace task "loom.limiter.wait" while it queues, if a trace records
+	foreign   bool               // its goroutine may carry another task's pprof labels (see runner)
 
 	val T
 	err error
@@ -88,7 +91,7 @@ func Submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T,
 		return f
 	}
 	if l.slots.TryAcquire(1) {
-		go runTasks(f)
+		go runTasks(f, false)
 		return f
 	}
 	if err := l.refusal(ctx); err != nil {
@@ -106,9 +109,10 @@ func Submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T,
 			f.endUnqueued(ErrClosed, outRejected) // the only way AcquireFunc fails for one permit
 			return f
 		}
-		go runTasks(f)
+		go runTasks(f, false)
 		return f
 	}
+	f.waitTrace = registry.StartAsyncWait(ctx)
 	if ctx.Done() != nil {
 		f.stop = context.AfterFunc(ctx, f.onCtxDone)
 	}

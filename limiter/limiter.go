@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goloom/loom/internal/registry"
 	"github.com/goloom/loom/internal/sema"
 	"github.com/goloom/loom/internal/window"
 )
@@ -33,7 +34,8 @@ type Limiter struct {
 	overrunning atomic.Int64 // tasks holding a slot after their call ended
 	shutdown    sync.Once    // closes slots, once
 
-	count counters
+	count  counters
+	labels registry.LimiterLabels // loom.limiter = the name, for package inspect's Labels
 }
 
 // New returns a Limiter that runs at most limit task bodies at once, configured by opts. It
@@ -62,7 +64,21 @@ func New(limit int, opts ...Option) *Limiter {
 	if c.adaptive != nil {
 		l.meter = window.New(c.adaptive, limit, &l.slots, window.Config{})
 	}
+	l.labels = registry.NewLimiterLabels(c.name)
+	if c.name != "" {
+		// A named limiter is listed for package inspect's dumps, through a weak pointer: the
+		// registry never keeps it alive. Its waiters note when they queued, for the dump's
+		// oldest wait.
+		l.slots.StampWaiters()
+		registry.AddLimiter(l, c.name, (*Limiter).inspectInfo)
+	}
 	return l
+}
+
+// inspectInfo is what a dump reads of the limiter. A method expression, so that the registry
+// holds nothing that keeps l alive.
+func (l *Limiter) inspectInfo() registry.LimiterInfo {
+	return registry.LimiterInfo{Stats: l.Stats(), OldestWaiting: l.slots.OldestWaiting()}
 }
 
 // check panics for a Limiter that New did not make (the zero value, or nil) and for a nil ctx.
@@ -115,12 +131,14 @@ func (l *Limiter) unused() {
 func (l *Limiter) enterSlow(ctx context.Context, t0 time.Time) error {
 	err := l.refusal(ctx)
 	if err == nil {
+		region := registry.StartWait(ctx) // a trace region "loom.limiter.wait", while a trace records
 		if l.cfg.acquireTimed {
 			err = l.slots.AcquireTimeout(ctx, 1, l.cfg.acquireTimeout)
 		} else {
 			err = l.slots.Acquire(ctx, 1)
 		}
 		l.waiting.Add(-1)
+		region.End()
 		switch err {
 		case nil:
 			return l.admitted(ctx, t0)

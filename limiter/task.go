@@ -4,6 +4,8 @@ import (
 	"context"
 	"runtime/debug"
 	"time"
+
+	"github.com/goloom/loom/internal/registry"
 )
 
 // The life of a submitted task. A Future's phase moves only forward, under Future.mu:
@@ -38,14 +40,17 @@ const (
 
 // A runner is a granted task, ready to run on a goroutine of the limiter's own.
 type runner interface {
-	runTask() (next runner)
+	// runTask runs the task; foreign says that this goroutine may carry another task's pprof
+	// labels (it ran one, or another task's goroutine started it), which must not stay on.
+	runTask(foreign bool) (next runner)
 }
 
 // runTasks is the body of the limiter's task goroutines: it runs r, then whatever task it is
-// handed next.
-func runTasks(r runner) {
+// handed next. foreign: see runner.
+func runTasks(r runner, foreign bool) {
 	for r != nil {
-		r = r.runTask()
+		r = r.runTask(foreign)
+		foreign = true
 	}
 }
 
@@ -67,7 +72,7 @@ func (l *Limiter) releaseAndTake() runner {
 func (f *Future[T]) granted(err error) {
 	f.l.waiting.Add(-1)
 	if err == nil {
-		go runTasks(f)
+		go runTasks(f, true) // started from the releasing goroutine, maybe another task's
 		return
 	}
 	f.mu.Lock()
@@ -131,9 +136,11 @@ func (f *Future[T]) onDone(ctx context.Context) {
 
 // runTask runs the task, which holds a slot, on a goroutine of the limiter's own. It returns a
 // task handed to this goroutine to run next, if any.
-func (f *Future[T]) runTask() (next runner) {
+func (f *Future[T]) runTask(foreign bool) (next runner) {
 	l := f.l
 	f.mu.Lock()
+	f.waitTrace.End()
+	f.waitTrace, f.foreign = registry.AsyncWait{}, foreign
 	if f.timer != nil {
 		f.timer.Stop()
 		f.timer = nil
@@ -187,6 +194,7 @@ func (f *Future[T]) runTask() (next runner) {
 // call runs fn under tctx and ends the task: the one place a Submitted task's function runs.
 // The deferred function tells a panic (recover returns non-nil) from runtime.Goexit (nil).
 func (f *Future[T]) call(tctx context.Context) (next runner) {
+	tctx = f.l.labels.Task(tctx, f.foreign) // loom.limiter with Labels; never another task's
 	f.mk = f.l.started()
 	normal := false
 	defer func() {
@@ -361,6 +369,8 @@ func (f *Future[T]) leaveQueueLocked(err error, o outcome) (ending, bool) {
 // endQueuedLocked settles the result of a task that will never run. f.mu is held.
 func (f *Future[T]) endQueuedLocked(err error, o outcome) ending {
 	var zero T
+	f.waitTrace.End()
+	f.waitTrace = registry.AsyncWait{}
 	f.phase = phaseExited
 	e := f.endLocked(zero, err, o)
 	e.stop, e.timer = f.stop, f.timer

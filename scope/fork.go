@@ -1,6 +1,10 @@
 package scope
 
-import "context"
+import (
+	"context"
+
+	"github.com/goloom/loom/internal/registry"
+)
 
 // Fork runs fn in a new goroutine with the scope's context and returns its [Subtask].
 //
@@ -20,6 +24,13 @@ func Fork[T any](s *Scope, fn func(ctx context.Context) (T, error)) *Subtask[T] 
 	if fn == nil {
 		panic("scope: Fork: nil function")
 	}
+	if s.ins.Recorded() {
+		r := &recordedSubtask[T]{Subtask: Subtask[T]{fn: fn}}
+		if s.admit(r) {
+			go r.start(s)
+		}
+		return &r.Subtask
+	}
 	st := &Subtask[T]{fn: fn}
 	if s.admit(st) {
 		go st.start(s)
@@ -34,6 +45,13 @@ func (s *Scope) Go(fn func(ctx context.Context) error) *Subtask[struct{}] {
 	s.mustBeOpen()
 	if fn == nil {
 		panic("scope: Go: nil function")
+	}
+	if s.ins.Recorded() {
+		r := &recordedGo{goTask: goTask{fn: fn}}
+		if s.admit(r) {
+			go r.start(s)
+		}
+		return &r.Subtask
 	}
 	gt := &goTask{fn: fn}
 	if s.admit(gt) {
@@ -52,13 +70,24 @@ func TryFork[T any](s *Scope, fn func(ctx context.Context) (T, error)) (*Subtask
 	if fn == nil {
 		panic("scope: TryFork: nil function")
 	}
-	st := &Subtask[T]{fn: fn}
-	start, forked := s.tryAdmit(st)
+	var st *Subtask[T]
+	var t interface {
+		subtask
+		start(*Scope)
+	}
+	if s.ins.Recorded() {
+		r := &recordedSubtask[T]{Subtask: Subtask[T]{fn: fn}}
+		st, t = &r.Subtask, r
+	} else {
+		st = &Subtask[T]{fn: fn}
+		t = st
+	}
+	start, forked := s.tryAdmit(t)
 	if !forked {
 		return nil, false
 	}
 	if start {
-		go st.start(s)
+		go t.start(s)
 	}
 	return st, true
 }
@@ -70,10 +99,18 @@ func (s *Scope) TryGo(fn func(ctx context.Context) error) bool {
 	if fn == nil {
 		panic("scope: TryGo: nil function")
 	}
-	gt := &goTask{fn: fn}
-	start, forked := s.tryAdmit(gt)
+	var t interface {
+		subtask
+		start(*Scope)
+	}
+	if s.ins.Recorded() {
+		t = &recordedGo{goTask: goTask{fn: fn}}
+	} else {
+		t = &goTask{fn: fn}
+	}
+	start, forked := s.tryAdmit(t)
 	if start {
-		go gt.start(s)
+		go t.start(s)
 	}
 	return forked
 }
@@ -100,7 +137,11 @@ func (s *Scope) count(t subtask) bool {
 		}
 		s.ended()
 		t.settle(s.rec.cancelled)
+		s.ins.Refuse(registry.Cancelled)
 		return false
+	}
+	if s.ins != nil {
+		s.ins.Fork(t.node(), t.forked()) // before anyone can start it (a blocked fork's taker too)
 	}
 	return true
 }
@@ -128,7 +169,9 @@ func (s *Scope) admitSlow(t subtask) bool {
 	if !s.count(t) {
 		return false
 	}
+	s.ins.Blocked(1)
 	taken, err := s.slots.AcquireFor(s.ctx, 1, t)
+	s.ins.Blocked(-1)
 	switch {
 	case taken:
 		return false // a finishing subtask's goroutine runs it (see finish)
@@ -139,9 +182,17 @@ func (s *Scope) admitSlow(t subtask) bool {
 	}
 	// Only a done context makes the wait fail: the scope is cancelled.
 	s.ended()
-	t.settle(s.rec.cancelled)
-	s.done()
+	s.unstarted(t)
 	return false
+}
+
+// unstarted settles a fork that was counted in but never started — cancelled while it waited for
+// a slot, or as its slot was handed to it — and counts it out.
+func (s *Scope) unstarted(t subtask) {
+	t.settle(s.rec.cancelled)
+	s.ins.Done(t.node(), registry.Cancelled) // forked (count), never entered
+	t.completed()
+	s.done()
 }
 
 // tryAdmit is admit for TryFork and TryGo: forked is false when a limited scope has no free
@@ -177,14 +228,17 @@ func (s *Scope) onFork(t subtask) bool {
 	case pe != nil:
 		// The Joiner failed like a subtask that panics: Failed, kept, the scope cancelled.
 		t.settle(&outcome{state: Failed, err: pe})
+		s.ins.Refuse(registry.Failed)
 		s.panicked(t, pe)
 		return false
 	case err == nil:
 		return true
 	case s.ended():
 		t.settle(s.rec.cancelled)
+		s.ins.Refuse(registry.Cancelled)
 	default:
 		t.settle(&outcome{state: Failed, err: err})
+		s.ins.Refuse(registry.Failed)
 		s.failed(t, err)
 	}
 	return false
@@ -223,7 +277,6 @@ func (s *Scope) takeNext() subtask {
 		if !s.ended() {
 			return t
 		}
-		t.settle(s.rec.cancelled)
-		s.done() // its Fork counted it in
+		s.unstarted(t) // its Fork counted it in
 	}
 }

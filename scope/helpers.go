@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"github.com/goloom/loom/internal/registry"
 )
 
 // All runs every function in its own subtask of a fail-fast scope opened on ctx and returns their
@@ -16,7 +18,7 @@ func All[T any](ctx context.Context, fns ...func(context.Context) (T, error)) ([
 			panic("scope: All: nil function")
 		}
 	}
-	return Map(ctx, fns, invoke[T])
+	return mapOver(ctx, fns, invoke[T], nil, true)
 }
 
 func invoke[T any](ctx context.Context, fn func(context.Context) (T, error)) (T, error) {
@@ -59,6 +61,12 @@ func Map[In, Out any](ctx context.Context, in []In, fn func(context.Context, In)
 	if fn == nil {
 		panic("scope: Map: nil function")
 	}
+	return mapOver(ctx, in, fn, opts, false)
+}
+
+// mapOver is Map; callsAreIn says that the elements are the functions the user forked (All), so
+// that a dump shows their sites rather than fn's.
+func mapOver[In, Out any](ctx context.Context, in []In, fn func(context.Context, In) (Out, error), opts []Option, callsAreIn bool) ([]Out, error) {
 	s := Open(ctx, opts...)
 	defer s.Close()
 	out := make([]Out, len(in))
@@ -82,7 +90,10 @@ func Map[In, Out any](ctx context.Context, in []In, fn func(context.Context, In)
 	if s.slots != nil && int(s.slots.Capacity()) < workers {
 		workers = int(s.slots.Capacity())
 	}
-	m := &mapper[In, Out]{s: s, fn: fn, in: in, out: out, looks: s.policy.traits().looks}
+	m := &mapper[In, Out]{s: s, fn: fn, in: in, out: out, looks: s.policy.traits().looks, callsAreIn: callsAreIn}
+	if s.ins.Recorded() {
+		m.nodes = make([]registry.Task, len(in)) // one allocation per Map, only when inspected
+	}
 	m.wg.Add(workers)
 	for range workers {
 		go m.work()
@@ -105,6 +116,10 @@ type mapper[In, Out any] struct {
 	looks bool // the policy looks at subtasks: each call is handed to it as one
 	wg    sync.WaitGroup
 	next  atomic.Int64 // the next element to take
+	// nodes are the calls' places in the scope's inspection record, made only when it is
+	// recorded; callsAreIn says the elements are the functions forked (All), for their sites.
+	nodes      []registry.Task
+	callsAreIn bool
 }
 
 func (m *mapper[In, Out]) work() {
@@ -127,17 +142,20 @@ func (m *mapper[In, Out]) work() {
 func (m *mapper[In, Out]) run() (again bool) {
 	s, n := m.s, int64(len(m.in))
 	returned := false
+	var node *registry.Task // the call running, in the inspection record
+	var region registry.Region
 	defer func() {
 		if returned {
 			return
 		}
 		var zero Out
 		if r := recover(); r != nil {
-			s.complete(m.call(zero), nil, newPanicError(r))
+			m.left(node, s.complete(m.call(zero), nil, newPanicError(r)), region)
 			again = true
 			return
 		}
-		s.complete(m.call(zero), ErrGoexit, nil) // the goroutine ends: work starts another
+		// The goroutine ends: work starts another.
+		m.left(node, s.complete(m.call(zero), ErrGoexit, nil), region)
 	}()
 	fresh := true // no check of the scope since the last call returned
 	for {
@@ -149,8 +167,13 @@ func (m *mapper[In, Out]) run() (again bool) {
 			break // forked after cancellation: Cancelled, fn never runs
 		}
 		i := int(k)
+		if s.ins != nil {
+			node, region = m.enter(i)
+		}
 		v, err := m.fn(s.ctx, m.in[i])
 		o := s.complete(m.call(v), err, nil)
+		m.left(node, o, region)
+		node = nil
 		if o.state == Cancelled {
 			break // completed after cancellation: discarded, and so is the rest
 		}
@@ -163,6 +186,29 @@ func (m *mapper[In, Out]) run() (again bool) {
 	}
 	returned = true
 	return false
+}
+
+// enter puts call i in the scope's inspection record, as a fork and a start on this goroutine.
+func (m *mapper[In, Out]) enter(i int) (*registry.Task, registry.Region) {
+	s := m.s
+	if m.nodes == nil {
+		return nil, s.ins.Enter(nil) // labels and trace only
+	}
+	node := &m.nodes[i]
+	var site any = m.fn
+	if m.callsAreIn {
+		site = m.in[i]
+	}
+	s.ins.ForkAt(node, int64(i)+1, site)
+	return node, s.ins.Enter(node)
+}
+
+// left takes a call that has completed off the inspection record.
+func (m *mapper[In, Out]) left(node *registry.Task, o *outcome, region registry.Region) {
+	if m.s.ins != nil {
+		m.s.ins.Done(node, registry.Outcome(o.state))
+		region.End()
+	}
 }
 
 // call makes a call of Map a Task for a policy that looks at subtasks (CancelWhen); complete

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goloom/loom/internal/registry"
 	"github.com/goloom/loom/internal/sema"
 )
 
@@ -58,11 +59,12 @@ type Scope struct {
 	// The Scope is kept small: its size is most of what a scope costs beyond its subtasks.
 	ctx            context.Context
 	cancel         context.CancelCauseFunc
-	policy         policy     // never nil: failFast{} unless an option chose another
-	hears          bool       // the policy hears successes (its traits), cached for the hot path
-	panicsAsErrors bool       // PanicsAsErrors
-	slots          *sema.Sema // WithLimit's slots; nil without a limit
-	opts           *settings  // the rarer options; nil without them
+	policy         policy          // never nil: failFast{} unless an option chose another
+	hears          bool            // the policy hears successes (its traits), cached for the hot path
+	panicsAsErrors bool            // PanicsAsErrors
+	slots          *sema.Sema      // WithLimit's slots; nil without a limit
+	opts           *settings       // the rarer options; nil without them
+	ins            *registry.Scope // the inspection record (inspect, labels, trace); nil: nothing to record
 
 	state atomic.Uint64  // live count and flags, above
 	wake  sync.WaitGroup // one token while the owner waits (flagWaiting)
@@ -121,9 +123,42 @@ func Open(ctx context.Context, opts ...Option) *Scope {
 	if len(opts) == 0 {
 		s := &Scope{policy: failFast{}}
 		s.ctx, s.cancel = context.WithCancelCause(ctx)
+		if registry.Active() { // one atomic load and one check, when nothing is recorded
+			s.record()
+		}
 		return s
 	}
 	return open(ctx, collect(opts))
+}
+
+// record opens the scope's inspection record (a feature of package inspect is on, or a trace is
+// being recorded); the scope's context becomes the record's, which answers for the scope in the
+// tree of scopes and carries the trace task and the pprof labels.
+func (s *Scope) record() {
+	info := registry.ScopeInfo{Policy: policyOf(s.policy)}
+	if s.opts != nil {
+		info.Name = s.opts.name
+	}
+	if s.slots != nil {
+		info.Limit = int(s.slots.Capacity())
+	}
+	if s.ins = registry.Open(s.ctx, info); s.ins != nil {
+		s.ctx = s.ins.Context()
+	}
+}
+
+func policyOf(p policy) registry.Policy {
+	switch p.(type) {
+	case awaitAll:
+		return registry.AwaitAll
+	case firstSuccess:
+		return registry.FirstSuccess
+	case cancelWhen:
+		return registry.CancelWhen
+	case custom:
+		return registry.Joiner
+	}
+	return registry.FailFast
 }
 
 // collect applies opts to a fresh config.
@@ -155,6 +190,9 @@ func open(ctx context.Context, c *config) *Scope {
 		}
 	}
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
+	if registry.Active() {
+		s.record()
+	}
 	return s
 }
 
@@ -374,7 +412,9 @@ func (s *Scope) Join() error {
 	if f&flagClosed != 0 {
 		s.state.Or(flagJoined)
 	} else {
+		s.ins.Joining()
 		s.wait(flagJoined)
+		s.ins.Leave() // the scope leaves the dump; before release, which a trace must not log
 		s.release()
 	}
 	// Every subtask has returned: the owner has the record to itself.
@@ -487,7 +527,9 @@ func (s *Scope) Close() {
 	if f&countMask != 0 {
 		s.end(reasonClosed, context.Canceled)
 	}
+	s.ins.Joining()
 	s.wait(flagClosed)
+	s.ins.Leave()
 	s.release()
 	if pe := s.rec.firstPanic(); pe != nil && !s.panicsAsErrors && !s.rec.surfaced {
 		s.rec.surfaced = true

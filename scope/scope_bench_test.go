@@ -65,3 +65,17 @@ func BenchmarkForkJoin(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOpenJoinEmpty: Open, Join and Close of a scope with no subtask — what a scope costs on
+// its own (and, with LOOM_INSPECT=scopes, what recording it adds).
+func BenchmarkOpenJoinEmpty(b *testing.B) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		s := scope.Open(ctx)
+		if err := s.Join(); err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+	}
+}

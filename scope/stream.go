@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/goloom/loom/internal/registry"
 )
 
 // Stream runs fn over every element of in, at most n calls at once — n from [WithLimit], else
@@ -165,16 +167,19 @@ type streamItem[In, Out any] struct {
 	fn   func(context.Context, In) (Out, error)
 	idx  int
 	done chan<- int
+	rec  registry.Task // its place in the scope's inspection record, if recorded
 }
+
+func (it *streamItem[In, Out]) node() *registry.Task { return &it.rec }
+func (it *streamItem[In, Out]) forked() any          { return it.fn }
 
 // runIn runs a call of a Stream as a subtask; the stream hears of it once its outcome is
 // settled (completed), before it is counted out. A call that waited for a worker while the scope
 // was cancelled (a break, a failure) does not run.
 func (it *streamItem[In, Out]) runIn(s *Scope) subtask {
 	if s.ended() {
-		it.settle(s.rec.cancelled)
-		it.completed()
-		return s.finish()
+		s.unstarted(it) // counted in, never started
+		return nil
 	}
 	return s.body(it, func(ctx context.Context) (err error) {
 		it.val, err = it.fn(ctx, it.in)

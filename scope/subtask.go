@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+
+	"github.com/goloom/loom/internal/registry"
 )
 
 // State is where a subtask is in its life. A subtask starts Running and moves exactly once to one
@@ -83,6 +85,20 @@ type goTask struct {
 	fn func(context.Context) error
 }
 
+// In a scope that package inspect records, a subtask also has its place in the scope's record:
+// a registry.Task, in the subtask's own allocation, so that a recorded fork allocates no more
+// than any fork, and a Subtask is no larger when nothing is recorded.
+type (
+	recordedSubtask[T any] struct {
+		Subtask[T]
+		rec registry.Task
+	}
+	recordedGo struct {
+		goTask
+		rec registry.Task
+	}
+)
+
 // state returns the subtask's state and error.
 func (st *Subtask[T]) state() (State, error) {
 	if o := st.res.Load(); o != nil {
@@ -145,6 +161,15 @@ func (st *Subtask[T]) settle(o *outcome) { st.res.Store(o) }
 
 func (st *Subtask[T]) completed() {}
 
+// node is the subtask's place in its scope's inspection record; nil when it has none.
+func (st *Subtask[T]) node() *registry.Task        { return nil }
+func (r *recordedSubtask[T]) node() *registry.Task { return &r.rec }
+func (r *recordedGo) node() *registry.Task         { return &r.rec }
+
+// forked is the function the subtask was forked with, for its site in a dump.
+func (st *Subtask[T]) forked() any { return st.fn }
+func (gt *goTask) forked() any     { return gt.fn }
+
 // task is the subtask as user code sees it — the very pointer Fork or Go returned — for the
 // policy and a Joiner, which may keep it as a key.
 func (st *Subtask[T]) task() Task { return st }
@@ -156,6 +181,8 @@ type subtask interface {
 	// completed is told once the subtask's outcome is settled, before it is counted out: a
 	// Stream's call signals its stream there. A plain subtask does nothing.
 	completed()
+	node() *registry.Task
+	forked() any
 	// runIn runs the subtask's function in scope s and ends its life; it returns a subtask that
 	// this goroutine takes over next (see Scope.finish), or nil.
 	runIn(s *Scope) (next subtask)
@@ -170,46 +197,65 @@ func run(s *Scope, t subtask) {
 }
 
 // start is what a fork's goroutine runs (go st.start(s)): its closure holds st and s, no more.
-func (st *Subtask[T]) start(s *Scope) { run(s, st) }
-func (gt *goTask) start(s *Scope)     { run(s, gt) }
+func (st *Subtask[T]) start(s *Scope)        { run(s, st) }
+func (gt *goTask) start(s *Scope)            { run(s, gt) }
+func (r *recordedSubtask[T]) start(s *Scope) { run(s, r) }
+func (r *recordedGo) start(s *Scope)         { run(s, r) }
 
-func (st *Subtask[T]) runIn(s *Scope) subtask {
-	return s.body(st, func(ctx context.Context) (err error) {
-		st.val, err = st.fn(ctx)
-		return err
-	})
+func (st *Subtask[T]) runIn(s *Scope) subtask        { return s.body(st, st.invoke) }
+func (gt *goTask) runIn(s *Scope) subtask            { return s.body(gt, gt.fn) }
+func (r *recordedSubtask[T]) runIn(s *Scope) subtask { return s.body(r, r.invoke) }
+func (r *recordedGo) runIn(s *Scope) subtask         { return s.body(r, r.fn) }
+
+// invoke calls Fork's function and keeps its value.
+func (st *Subtask[T]) invoke(ctx context.Context) (err error) {
+	st.val, err = st.fn(ctx)
+	return err
 }
-
-func (gt *goTask) runIn(s *Scope) subtask { return s.body(gt, gt.fn) }
 
 // body runs a subtask's function fn and ends the subtask's life: the one place where a forked
 // function runs. The deferred function tells the three ways out apart: a normal return, a panic
 // (recover returns non-nil) and runtime.Goexit (recover returns nil). It returns a subtask that
 // this goroutine takes over next (see Scope.finish), or nil.
+//
+// In a recorded scope (s.ins), the subtask enters the record first, on its goroutine — its start
+// time, its goroutine's pprof labels, its trace region — and leaves it once its outcome is settled,
+// before it is counted out: a dump never shows it running once Join could return.
 func (s *Scope) body(t subtask, fn func(context.Context) error) (next subtask) {
+	var region registry.Region
+	if s.ins != nil {
+		region = s.ins.Enter(t.node())
+	}
 	returned := false
 	defer func() {
 		if returned {
 			return
 		}
 		if r := recover(); r != nil {
-			s.complete(t, nil, newPanicError(r))
-			t.completed()
+			s.left(t, s.complete(t, nil, newPanicError(r)), region)
 			next = s.finish()
 			return
 		}
 		// runtime.Goexit ends this goroutine: a subtask handed to it goes to a new one.
-		s.complete(t, ErrGoexit, nil)
-		t.completed()
+		s.left(t, s.complete(t, ErrGoexit, nil), region)
 		if next := s.finish(); next != nil {
 			go run(s, next)
 		}
 	}()
 	err := fn(s.ctx)
 	returned = true
-	s.complete(t, err, nil)
-	t.completed()
+	s.left(t, s.complete(t, err, nil), region)
 	return s.finish()
+}
+
+// left takes a completed subtask off its scope's record and tells it it has completed (a
+// Stream's call signals its stream): after complete, before finish counts it out.
+func (s *Scope) left(t subtask, o *outcome, region registry.Region) {
+	if s.ins != nil {
+		s.ins.Done(t.node(), registry.Outcome(o.state))
+		region.End()
+	}
+	t.completed()
 }
 
 // A call is what complete needs of the subtask it ends: a *Subtask[T], or one of Map's calls. It

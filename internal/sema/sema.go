@@ -79,6 +79,7 @@ type Waiter struct {
 	ready      chan struct{} // blocking waiters: one token when signalled
 	fn         func(error)   // callback waiters: called once when signalled (not when taken)
 	timer      *time.Timer   // blocking waiters with a timeout; reused with the node
+	since      time.Time     // when it was queued, if the semaphore stamps its waiters; guarded by Sema.mu
 }
 
 // A Gate is an admission condition besides free permits — the limiter's token bucket. With a
@@ -104,6 +105,7 @@ type Sema struct {
 	waiting  atomic.Int64 // queue length, for Waiting without the lock
 	fair     bool
 	ready    bool // set by Init: a zero Sema is not usable
+	stamp    bool // waiters note when they queued, for OldestWaiting (a clock read per queued wait)
 
 	draining atomic.Bool // Close has run: every release looks whether all permits are back
 
@@ -144,6 +146,25 @@ func (s *Sema) Init(permits int64, fair bool) {
 	s.fair, s.ready = fair, true
 	s.state.Store(permits)
 	s.capacity.Store(permits)
+}
+
+// StampWaiters makes every waiter note when it queued, so that [Sema.OldestWaiting] can tell:
+// a clock read per wait that queues. Call it before s is used.
+func (s *Sema) StampWaiters() { s.stamp = true }
+
+// OldestWaiting returns how long the waiter at the head of the queue — the one that has waited
+// longest — has waited; 0 when nobody waits or s does not stamp its waiters. It takes the lock
+// for a moment: for dumps, not for hot paths.
+func (s *Sema) OldestWaiting() time.Duration {
+	if !s.stamp || s.waiting.Load() == 0 {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.head == nil {
+		return 0
+	}
+	return time.Since(s.head.since)
 }
 
 // SetGate makes g a second condition for every grant; see [Gate]. Call it before s is used.
@@ -603,6 +624,9 @@ func (s *Sema) checkDrained() {
 func (s *Sema) enqueue(w *Waiter) (woken *Waiter) {
 	w.queued = true
 	w.err = nil
+	if s.stamp {
+		w.since = time.Now()
+	}
 	if s.tail != nil {
 		s.waiting.Add(1)
 		w.prev = s.tail
