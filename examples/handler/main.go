@@ -41,6 +41,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/goloom/loom/inspect"
 	"github.com/goloom/loom/scope"
 	"github.com/goloom/loom/scopedvalue"
 )
@@ -66,6 +67,11 @@ func run(ctx context.Context, w io.Writer, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+
+	// Package inspect records every open scope, for /debug/loom (in a service of your own, set
+	// LOOM_INSPECT=scopes instead).
+	inspect.Enable(inspect.Scopes)
+	defer inspect.Disable(inspect.Scopes)
 
 	// Log records go to out, each with the request ID of the context it was logged with.
 	var logMu sync.Mutex
@@ -113,6 +119,7 @@ func run(ctx context.Context, w io.Writer, args []string) error {
 	if *serve {
 		fmt.Fprintf(w, "profile service on %s (users on %s, orders on %s); Ctrl-C stops it\n", profile.url, users.url, orders.url)
 		fmt.Fprintf(w, "  curl -H 'X-Request-ID: r-7' %s/profile/1   # 1: ok, 2: users fails, 3: orders is slow\n", profile.url)
+		fmt.Fprintf(w, "  curl %s/debug/loom   # every open scope and its running subtasks (?format=json, ?format=html)\n", profile.url)
 		<-ctx.Done()
 		return nil
 	}
@@ -171,7 +178,78 @@ func run(ctx context.Context, w io.Writer, args []string) error {
 			return fmt.Errorf("%s answered %s, want %d", r.path, r.status, want[i])
 		}
 	}
+	return showDump(ctx, w, client, profile.url)
+}
+
+// showDump asks /debug/loom what the service is doing while a request waits for the slow orders
+// backend, and prints the dump: the request's scope, its deadline, and the stuck call, still
+// running, with its age and the line of the function that was forked.
+func showDump(ctx context.Context, w io.Writer, client *http.Client, url string) error {
+	fmt.Fprintf(w, "\nGET /debug/loom while GET /profile/3 waits for the orders backend:\n\n")
+	slow := make(chan error, 1)
+	go func() {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/profile/3", nil)
+		if err != nil {
+			slow <- err
+			return
+		}
+		req.Header.Set("X-Request-ID", "r-1004")
+		resp, err := client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			err = resp.Body.Close()
+		}
+		slow <- err
+	}()
+	get := func() (string, error) {
+		resp, err := client.Get(url + "/debug/loom")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return string(body), err
+	}
+	// Wait until the users call has come back and only the orders call runs, then let it be
+	// stuck a while: it is the old running subtask of the dump.
+	for {
+		dump, err := get()
+		if err != nil {
+			return err
+		}
+		if strings.Contains(dump, `"profile"`) && strings.Contains(dump, "1 running, 1 succeeded") {
+			break
+		}
+		if err := sleep(ctx, time.Millisecond); err != nil {
+			return err
+		}
+	}
+	if err := sleep(ctx, 150*time.Millisecond); err != nil {
+		return err
+	}
+	dump, err := get()
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(w, dump)
+	if err := <-slow; err != nil {
+		return err
+	}
+	if !strings.Contains(dump, "1 running, 1 succeeded") {
+		return fmt.Errorf("the dump does not show the stuck orders call:\n%s", dump)
+	}
 	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ---- the profile service ----
@@ -203,6 +281,7 @@ type profileService struct {
 func (p *profileService) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /profile/{id}", p.profile)
+	mux.Handle("/debug/loom", inspect.Handler()) // what the service is doing: ?format=text|json|html
 	return mux
 }
 
@@ -213,7 +292,7 @@ func (p *profileService) profile(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	p.log.InfoContext(ctx, "profile: fan out", "user", id)
 
-	s := scope.Open(ctx, scope.WithTimeout(p.timeout))
+	s := scope.Open(ctx, scope.WithTimeout(p.timeout), scope.WithName("profile"))
 	defer s.Close()
 	user := scope.Fork(s, func(ctx context.Context) (User, error) {
 		var u User

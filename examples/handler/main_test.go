@@ -37,9 +37,13 @@ func TestHandler(t *testing.T) {
 	}
 	// Every log record carries the ID of the request it belongs to.
 	for _, line := range regexp.MustCompile(`(?m)^  log: .*$`).FindAllString(got, -1) {
-		assert.Regexp(t, `request_id=r-100[123]$`, line)
+		assert.Regexp(t, `request_id=r-100[1234]$`, line)
 	}
 	assert.Regexp(t, `(?m)^/profile/3\s+r-1003\s+504 Gateway Timeout`, got)
+	// The dump taken while a request waits for the slow backend: its scope, with its deadline,
+	// and the stuck call still running, each at the line of the code that opened or forked it.
+	assert.Regexp(t, `(?m)^scope #\d+ "profile" FailFast joining \S+ deadline in \S+  handler/main.go:\d+  1 running, 1 succeeded$`, got)
+	assert.Regexp(t, `(?m)^  #2 running \S+  handler/main.go:\d+$`, got)
 }
 
 // TestServe runs the service with -serve, calls it like a user would, and stops it.
@@ -68,6 +72,20 @@ func TestServe(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Regexp(t, `^gen-\d+$`, resp.Header.Get("X-Request-ID"), "an ID is made up when the client sends none")
 	assert.Contains(t, string(body), `"request_id":"`+resp.Header.Get("X-Request-ID")+`"`)
+
+	// /debug/loom answers with the dump, in each format.
+	for format, contentType := range map[string]string{"": "text/plain; charset=utf-8", "json": "application/json", "html": "text/html; charset=utf-8"} {
+		resp, err := (&http.Client{Transport: tr}).Get(url + "/debug/loom?format=" + format)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, format)
+		assert.Equal(t, contentType, resp.Header.Get("Content-Type"), format)
+		if format == "json" {
+			assert.Contains(t, string(body), `"formatVersion": 1`)
+		}
+	}
 
 	cancel()
 	require.NoError(t, <-done)

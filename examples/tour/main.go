@@ -10,7 +10,9 @@
 //     goroutines and then protected by a limiter (its Stats at the end);
 //  5. blocking tasks in miniature: 2,000 tasks that each block for 100 ms, run by a pool of 200
 //     workers (Java's newFixedThreadPool(200)) and by a scope, one subtask per task (Java's
-//     virtual threads).
+//     virtual threads);
+//  6. inspect: the dump of a request's fan-out taken while it runs — its scopes as a tree, each
+//     subtask's age and the line it was forked at, a nested scope, a named limiter's queue.
 //
 // Run it with:
 //
@@ -36,6 +38,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/goloom/loom/inspect"
 	"github.com/goloom/loom/limiter"
 	"github.com/goloom/loom/scope"
 	"github.com/goloom/loom/scopedvalue"
@@ -82,6 +85,7 @@ func run(ctx context.Context, w io.Writer, args []string) error {
 		{"semaphore", tourSemaphore},
 		{"limiter", tourLimiter},
 		{"benchmark", tourBenchmark},
+		{"inspect", tourInspect},
 	}
 	for _, step := range steps {
 		if err := ctx.Err(); err != nil {
@@ -632,5 +636,71 @@ func tourBenchmark(ctx context.Context, w io.Writer, c config) error {
 	fmt.Fprintf(w, "   one subtask per task finished %.1fx sooner than the pool (in Java, 100,000 such tasks take ~50 s on\n"+
 		"   newFixedThreadPool(200) and 1-2 s on virtual threads)\n",
 		took[0].Seconds()/took[2].Seconds())
+	return nil
+}
+
+// ---- 6. inspect ----
+
+// tourInspect takes a dump of a fan-out of its own while it runs: what /debug/loom shows of a
+// service (see examples/handler -serve), here printed as text.
+func tourInspect(ctx context.Context, w io.Writer, _ config) error {
+	fmt.Fprintln(w, "6. inspect: a dump of this fan-out, taken while it runs (what /debug/loom serves)")
+	fmt.Fprintln(w, `   inspect.Enable(inspect.Scopes)  // or LOOM_INSPECT=scopes; then inspect.Snapshot().WriteText(w)`)
+	fmt.Fprintln(w)
+	inspect.Enable(inspect.Scopes)
+	defer inspect.Disable(inspect.Scopes)
+
+	db := limiter.New(2, limiter.WithName("tour-db"))
+	release := make(chan struct{})
+	running := make(chan struct{}, 8)
+	query := func(ctx context.Context) error {
+		return db.Do(ctx, func(ctx context.Context) error {
+			running <- struct{}{}
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}
+	s := scope.Open(ctx, scope.WithName("checkout"), scope.WithTimeout(5*time.Second))
+	defer s.Close()
+	s.Go(query) // two queries hold the database's connections...
+	s.Go(query)
+	s.Go(func(ctx context.Context) error { // ...a third waits for one, in a nested scope
+		inner := scope.Open(ctx, scope.WithName("pricing"))
+		defer inner.Close()
+		inner.Go(query)
+		return inner.Join()
+	})
+	<-running
+	<-running
+	for db.Stats().Waiting == 0 {
+		if err := sleep(ctx, time.Millisecond); err != nil {
+			return err
+		}
+	}
+	if err := sleep(ctx, 20*time.Millisecond); err != nil { // some age to show
+		return err
+	}
+	var dump strings.Builder
+	if err := inspect.Snapshot().WriteText(&dump); err != nil {
+		return err
+	}
+	for line := range strings.Lines(dump.String()) {
+		fmt.Fprint(w, "   "+line)
+	}
+	close(release)
+	if err := s.Join(); err != nil {
+		return err
+	}
+
+	// What the dump shows must hold, or the tour fails.
+	for _, want := range []string{`"checkout" FailFast running`, `"pricing" FailFast`, `limiter "tour-db" limit 2  in flight 2  waiting 1`} {
+		if !strings.Contains(dump.String(), want) {
+			return fmt.Errorf("the dump has no %q:\n%s", want, dump.String())
+		}
+	}
 	return nil
 }

@@ -21,7 +21,9 @@ func TestTour(t *testing.T) {
 	require.NoError(t, err, out.String())
 	got := out.String()
 	for _, want := range []string{
-		"1. scope", "2. scopedvalue", "3. semaphore", "4. limiter", "5. blocking tasks in miniature",
+		"1. scope", "2. scopedvalue", "3. semaphore", "4. limiter", "5. blocking tasks in miniature", "6. inspect",
+		// inspect: the fan-out as a tree, the nested scope under it, the limiter's queue
+		`scope #`, `"checkout" FailFast running`, `scope #`, `"pricing" FailFast joining`, `limiter "tour-db" limit 2  in flight 2  waiting 1 (oldest`,
 		// scope: a row per subtask with its state under each policy
 		"payments         fails after 100ms     Failed     Failed",
 		"recommendations  succeeds after 3s     Cancelled  Cancelled",
