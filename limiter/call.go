@@ -79,6 +79,21 @@ func callHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (
 	if l.cfg.fleeted() {
 		return callFleet(ctx, l, fn, t0)
 	}
+	if l.plain && !registry.LabelsOn() {
+		// runHere, with everything a plain limiter lacks left out, inline: a call of runHere
+		// costs an uncontended Do a quarter of its time (BenchmarkDo: 66 ns against 50 ns).
+		normal := false
+		defer func() {
+			if !normal {
+				err = l.abortHere(ctx, recover(), t0, time.Time{}, 0)
+			}
+		}()
+		v, err = fn(ctx)
+		normal = true
+		l.release()
+		l.end(ctx, ran(ctx, err, false), err, t0, time.Time{})
+		return v, err
+	}
 	return runHere(ctx, l, fn, ctx, nil, t0)
 }
 
@@ -97,9 +112,9 @@ func callFleet[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 }
 
 // runHere runs fn, which holds its slot, on the caller's goroutine under tctx (ctx, or the fleet
-// permit's context, whose leave gives the permit back) and ends the call: the one place where
-// Do's and Call's function runs without a task timeout. A lease lost while fn ran is the call's
-// error.
+// permit's context, whose leave gives the permit back) and ends the call: where Do's and Call's
+// function runs without a task timeout — on a plain limiter, without labels, callHere does the
+// same inline. A lease lost while fn ran is the call's error.
 func runHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error), tctx context.Context, leave func(), t0 time.Time) (v T, err error) {
 	var t1 time.Time
 	if l.cfg.logger != nil {
