@@ -22,8 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goloom/loom/fleet"
-	"github.com/goloom/loom/limiter"
 	"github.com/goloom/loom/fleet/redisfleet"
+	"github.com/goloom/loom/limiter"
 )
 
 // The multi-process harness: the test binary runs itself again as replica processes
