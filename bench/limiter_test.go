@@ -11,6 +11,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 	"golang.org/x/sync/errgroup"
 	xsemaphore "golang.org/x/sync/semaphore"
+	"golang.org/x/time/rate"
 
 	"github.com/goloom/loom/limiter"
 	"github.com/goloom/loom/semaphore"
@@ -155,6 +156,45 @@ func BenchmarkLimiterDoTaskTimeout(b *testing.B) {
 			case <-tctx.Done():
 			}
 			cancel()
+		}
+	})
+}
+
+// BenchmarkLimiterRate: an uncontended call under a rate limit whose bucket never runs dry —
+// limiter.WithRate, which takes the token in the limiter's own queue, beside what a caller writes
+// without it (x/time/rate's Wait, then Do), and Do alone.
+func BenchmarkLimiterRate(b *testing.B) {
+	ctx := context.Background()
+	const perSecond, burst = 1e9, 1_000_000_000
+	b.Run("impl=limiter.Do+WithRate", func(b *testing.B) {
+		l := limiter.New(8, limiter.WithRate(perSecond, burst))
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := l.Do(ctx, nop); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("impl=x-time-rate.Wait+limiter.Do", func(b *testing.B) {
+		l := limiter.New(8)
+		r := rate.NewLimiter(rate.Limit(perSecond), burst)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := r.Wait(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Do(ctx, nop); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("impl=limiter.Do", func(b *testing.B) {
+		l := limiter.New(8)
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := l.Do(ctx, nop); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

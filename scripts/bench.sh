@@ -54,6 +54,8 @@ run() {
 	# Sub-benchmarks named impl=X become columns, the first (loom's) the base of the ratios.
 	if grep -q '/impl=' "$out/$name.txt"; then
 		benchstat -col /impl "$out/$name.txt" > "$out/$name.stat"
+	elif grep -q '/features=' "$out/$name.txt"; then
+		benchstat -col /features "$out/$name.txt" > "$out/$name.stat"
 	else
 		benchstat "$out/$name.txt" > "$out/$name.stat"
 	fi
@@ -71,7 +73,9 @@ run scope-parked bench . '^BenchmarkScopeParked$' 1x
 run scope-parked-memory bench . '^BenchmarkScopeParkedMemory$' 1x
 run limiter-do bench . '^BenchmarkLimiter(Do|DoParallel)$'
 run limiter-task-timeout bench . '^BenchmarkLimiterDoTaskTimeout$'
+run limiter-rate bench . '^BenchmarkLimiterRate$'
 run limiter-throughput bench . '^BenchmarkLimiterThroughput$'
+run scope-limit-throughput bench . '^BenchmarkScopeLimitThroughput$'
 run limiter-waiting-memory bench . '^BenchmarkLimiterWaitingMemory$' 1x
 
 # The virtual-thread experiments: the README's table of the articles' figures beside loom's.
@@ -87,5 +91,11 @@ run root-scope . ./scope '.'
 run root-scopedvalue . ./scopedvalue '.'
 run root-semaphore . ./semaphore '.'
 run root-limiter . ./limiter '.'
+run root-adaptive . ./internal/window '.'
+# What inspection costs, each feature set a column (features=off the base of the ratios).
+run root-inspect . ./inspect '.'
+# Against a redis-server the benchmarks start on loopback (they skip without one): the fleet's
+# round trips beside bare EVALSHAs, and scripts per permit under contention.
+run root-fleet . ./fleet/... '.' 5000x
 
 echo "results in $out/ (NAME.txt: go test output, NAME.stat: benchstat)" >&2
