@@ -63,56 +63,25 @@ func (g Gradient) Update(w Window) int { return g.Start(w.Limit).Update(w) }
 // Start returns a Gradient controller with state of its own, starting from limit. It panics if
 // g is invalid.
 func (g Gradient) Start(limit int) Controller {
-	b := newBounds("Gradient", g.Min, g.Max)
-	return &gradient{b: b, limit: float64(b.clamp(float64(limit)))}
+	return &gradient{rttLimit: newRTTLimit("Gradient", g.Min, g.Max, limit)}
 }
 
 type gradient struct {
-	b     bounds
-	limit float64  // the limit with its fraction
-	ceil  ceiling  // where the last run of cuts began (see grow)
-	long  baseline // the long-term RTT
-	p     pressure
-	knee  bool // a cut or a hold has shown where latency rises: slow start is over
+	rttLimit      // base is the long-term RTT
+	knee     bool // a cut or a hold has shown where latency rises: slow start is over
 }
 
 func (g *gradient) Update(w Window) int {
-	if limit := g.b.limitOf(w); math.Floor(g.limit) != limit {
-		g.limit = limit // the limit in force is the truth; keep the fraction only while it agrees
+	if w.Drops > 0 {
+		g.knee = true
 	}
-	g.limit = g.b.clampF(g.next(w, g.limit))
-	return g.b.clamp(g.limit)
+	return g.update(w, g.judge)
 }
 
-func (g *gradient) next(w Window, limit float64) float64 {
-	g.long.track(limit)
-	if w.Drops > 0 {
-		g.p.healthy()
-		g.long.abort()
-		g.knee = true
-		if next := g.b.clampF(dropCut(w, limit, DefaultBackoff)); next < limit {
-			g.ceil.cut(limit) // only a real cut: one that Min stops must not forget the ceiling
-			return next
-		}
-		return limit
-	}
-	if g.long.probing {
-		next, rose := g.long.probe(w, limit)
-		if rose && g.p.cutFrom > 0 {
-			// The downstream is slower: the cuts were for nothing, double back.
-			g.ceil.wmax = 2 * max(g.ceil.wmax, g.p.cutFrom)
-		}
-		if !g.long.probing {
-			g.p.healthy()
-		}
-		return next
-	}
-	short := rttOf(w)
-	if w.Draining() || short == 0 {
-		return limit
-	}
-	g.long.observe(short)
-	ratio := short / g.long.value
+// judge is Gradient's rule for a window whose RTT is short: its ratio to the long-term RTT
+// decides.
+func (g *gradient) judge(w Window, limit, short float64) float64 {
+	ratio := short / g.base.value
 	if ratio <= math.Max(gradientTolerance, 1+2.5*noise(w)) {
 		g.p.healthy()
 		if !w.Full() {
@@ -124,28 +93,25 @@ func (g *gradient) next(w Window, limit float64) float64 {
 		}
 		// In slow start the baseline is still the mean of the first windows, which rises
 		// with them: judge the rise against the first window too.
-		rising := ratio > flat || !g.knee && g.long.first > 0 && short/g.long.first > flat
+		rising := ratio > flat || !g.knee && g.base.first > 0 && short/g.base.first > flat
 		if rising && !(limit < 0.9*g.ceil.wmax) {
 			// Latency is rising and the knee may be near (no cut below us says otherwise): hold.
 			g.knee = true
-			return g.long.maybeProbe(limit, false, g.b)
+			return g.base.maybeProbe(limit, false, g.b)
 		}
 		g.ceil.grew()
 		step := math.Max(1, limit/10)
 		if !g.knee {
 			step = math.Max(1, limit/4) // slow start: nothing is known of the knee yet
 		}
-		return g.long.maybeProbe(grow(limit, g.ceil.wmax, step), true, g.b)
+		return g.base.maybeProbe(grow(limit, g.ceil.wmax, step), true, g.b)
 	}
 	switch g.p.over(limit, ratio) {
 	case cut:
 		g.knee = true
-		if next := g.b.clampF(math.Max(limit/2, limit/ratio)); next < limit {
-			g.ceil.cut(limit)
-			return next
-		}
+		return g.cut(limit, math.Max(limit/2, limit/ratio))
 	case probe:
-		return g.long.start(limit, short, g.b)
+		return g.base.start(limit, short, g.b)
 	}
 	return limit
 }

@@ -49,55 +49,15 @@ func (v Vegas) Update(w Window) int { return v.Start(w.Limit).Update(w) }
 // Start returns a Vegas controller with state of its own, starting from limit. It panics if v
 // is invalid.
 func (v Vegas) Start(limit int) Controller {
-	b := newBounds("Vegas", v.Min, v.Max)
-	return &vegas{b: b, limit: float64(b.clamp(float64(limit)))}
+	return &vegas{newRTTLimit("Vegas", v.Min, v.Max, limit)}
 }
 
-type vegas struct {
-	b     bounds
-	limit float64 // the limit with its fraction, so that small steps add up
-	ceil  ceiling // where the last run of cuts began (see grow)
-	base  baseline
-	p     pressure
-}
+type vegas struct{ rttLimit }
 
-func (v *vegas) Update(w Window) int {
-	// The limit in force is the truth (it may have been clamped, or moved by someone else);
-	// the fraction is kept only while it agrees.
-	if limit := v.b.limitOf(w); math.Floor(v.limit) != limit {
-		v.limit = limit
-	}
-	v.limit = v.b.clampF(v.next(w, v.limit))
-	return v.b.clamp(v.limit)
-}
+func (v *vegas) Update(w Window) int { return v.update(w, v.judge) }
 
-func (v *vegas) next(w Window, limit float64) float64 {
-	v.base.track(limit)
-	if w.Drops > 0 {
-		v.p.healthy()
-		v.base.abort()
-		if next := v.b.clampF(dropCut(w, limit, DefaultBackoff)); next < limit {
-			v.ceil.cut(limit) // only a real cut: one that Min stops must not forget the ceiling
-			return next
-		}
-		return limit
-	}
-	if v.base.probing {
-		next, rose := v.base.probe(w, limit)
-		if rose && v.p.cutFrom > 0 {
-			// The downstream is slower: the cuts were for nothing, double back.
-			v.ceil.wmax = 2 * max(v.ceil.wmax, v.p.cutFrom)
-		}
-		if !v.base.probing {
-			v.p.healthy()
-		}
-		return next
-	}
-	rtt := rttOf(w)
-	if w.Draining() || rtt == 0 {
-		return limit
-	}
-	v.base.observe(rtt)
+// judge is Vegas's rule for a window whose RTT is rtt: the queue it implies decides.
+func (v *vegas) judge(w Window, limit, rtt float64) float64 {
 	base := v.base.value
 	queue := 0.0
 	if rtt > base {
@@ -108,10 +68,7 @@ func (v *vegas) next(w Window, limit float64) float64 {
 	if queue > beta && rtt/base > 1+2.5*noise(w) { // a queue beyond the noise of the median
 		switch v.p.over(limit, rtt/base) {
 		case cut:
-			if next := v.b.clampF(math.Max(limit/2, limit-queue+alpha)); next < limit {
-				v.ceil.cut(limit)
-				return next
-			}
+			return v.cut(limit, math.Max(limit/2, limit-queue+alpha))
 		case probe:
 			return v.base.start(limit, rtt, v.b)
 		}
