@@ -178,14 +178,17 @@ func run(ctx context.Context, w io.Writer, args []string) error {
 			return fmt.Errorf("%s answered %s, want %d", r.path, r.status, want[i])
 		}
 	}
-	return showDump(ctx, w, client, profile.url)
+	return showDump(ctx, &logMu, w, client, profile.url)
 }
 
 // showDump asks /debug/loom what the service is doing while a request waits for the slow orders
 // backend, and prints the dump: the request's scope, its deadline, and the stuck call, still
-// running, with its age and the line of the function that was forked.
-func showDump(ctx context.Context, w io.Writer, client *http.Client, url string) error {
+// running, with its age and the line of the function that was forked. It writes under logMu: the
+// slow request's handler logs to w meanwhile.
+func showDump(ctx context.Context, logMu *sync.Mutex, w io.Writer, client *http.Client, url string) error {
+	logMu.Lock()
 	fmt.Fprintf(w, "\nGET /debug/loom while GET /profile/3 waits for the orders backend:\n\n")
+	logMu.Unlock()
 	slow := make(chan error, 1)
 	go func() {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/profile/3", nil)
@@ -231,7 +234,9 @@ func showDump(ctx context.Context, w io.Writer, client *http.Client, url string)
 	if err != nil {
 		return err
 	}
+	logMu.Lock()
 	fmt.Fprint(w, dump)
+	logMu.Unlock()
 	if err := <-slow; err != nil {
 		return err
 	}
