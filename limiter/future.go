@@ -23,21 +23,23 @@ type Future[T any] struct {
 	// recorded, and done (if made) is closed. Wait reads it without the lock.
 	delivered atomic.Bool
 
-	mu        sync.Mutex         // guards what follows; see task.go for the life it follows
-	done      chan struct{}      // made by the first Done before completion
+	// mu guards what follows; see task.go for the life it follows. (The four one-byte fields
+	// sit next to it and delivered so that the three share one word: every field of a queued
+	// Future is paid a million times over in a long queue.)
+	mu        sync.Mutex
 	phase     uint8              // phaseQueued, phaseRunning, phaseExited
 	settled   bool               // val and err are decided (endLocked); delivered soon after, outside mu
 	cancelled bool               // Cancel was called
+	foreign   bool               // its goroutine may carry another task's pprof labels (see runner)
+	done      chan struct{}      // made by the first Done before completion
 	cancel    context.CancelFunc // the task's context's
 	stop      func() bool        // stops the watcher of ctx (queued, or running without timeout) or of the task's context
 	timer     *time.Timer        // the acquire timeout, while queued
-	born      time.Duration      // when Submit was called, after the limiter's epoch; with a logger
+	born      time.Duration      // when Submit was called, after the limiter's epoch, if the limiter notes it (see begin)
 	wait      time.Duration      // from Submit to the task's start, with a logger
-	t0        time.Time          // when Submit was called, if the limiter notes it (see begin)
 	leave     func()             // gives the fleet's permit back; nil without one
 	mk        window.Mark        // the adaptive limit's mark of the task's start
 	waitTrace registry.AsyncWait // a trace task "loom.limiter.wait" while it queues, if a trace records
-	foreign   bool               // its goroutine may carry another task's pprof labels (see runner)
 
 	val T
 	err error
@@ -74,9 +76,8 @@ func Submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T,
 		panic("limiter: Submit: nil function")
 	}
 	f := &Future[T]{l: l, ctx: ctx, fn: fn}
-	f.t0 = l.begin()
-	if l.cfg.logger != nil {
-		f.born = time.Since(l.epoch)
+	if t0 := l.begin(); !t0.IsZero() {
+		f.born = t0.Sub(l.epoch)
 	}
 	if done := ctx.Done(); done != nil {
 		select {

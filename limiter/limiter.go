@@ -26,7 +26,7 @@ type Limiter struct {
 	meter *window.Meter // WithAdaptive's windows, which move the slots' capacity; nil without
 	limit int
 	cfg   config
-	epoch time.Time // with a logger: the base of Futures' timestamps
+	epoch time.Time // with stamp: the base of Futures' timestamps
 	plain bool      // no logger, no adaptive limit, no fleet: the fast path of callHere
 	stamp bool      // calls note when they begin: for the logger, or the fleet's share of the acquire timeout
 
@@ -54,7 +54,7 @@ func New(limit int, opts ...Option) *Limiter {
 	}
 	l := &Limiter{limit: limit, cfg: c}
 	l.stamp = c.logger != nil || c.fleeted() && c.acquireTimed
-	if c.logger != nil {
+	if l.stamp {
 		l.epoch = time.Now()
 	}
 	l.slots.Init(int64(limit), true)

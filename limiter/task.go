@@ -222,7 +222,7 @@ func (f *Future[T]) runFleet() (next runner) {
 	f.mu.Unlock()
 
 	var zero T
-	fctx, leave, _, err := l.fleetEnter(base, f.t0)
+	fctx, leave, _, err := l.fleetEnter(base, f.began())
 	if err != nil {
 		if lerr := base.Err(); lerr != nil {
 			err = ctxErr(f.ctx) // Cancel or the ctx ended the wait: the Future says so already
@@ -424,12 +424,20 @@ func (f *Future[T]) publish(e ending) {
 	}
 }
 
+// began returns when Submit was called, or the zero time if the limiter does not note it.
+func (f *Future[T]) began() time.Time {
+	if !f.l.stamp {
+		return time.Time{}
+	}
+	return f.l.epoch.Add(f.born)
+}
+
 // times returns when the call began and when its task started (zero times without a logger).
 func (f *Future[T]) times() (t0, t1 time.Time) {
 	if f.l.cfg.logger == nil {
 		return
 	}
-	t0 = f.l.epoch.Add(f.born)
+	t0 = f.began()
 	return t0, t0.Add(f.wait)
 }
 
