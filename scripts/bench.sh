@@ -10,7 +10,7 @@
 #
 # Usage, from anywhere in the checkout:
 #
-#   scripts/bench.sh [OUTDIR]                  # default OUTDIR: bench-results; about 45 minutes on 2 cores
+#   scripts/bench.sh [OUTDIR]                  # default OUTDIR: bench-results; about an hour on 2 cores
 #   BENCH_QUICK=1 scripts/bench.sh /tmp/b      # -count=1, -benchtime=100x, -short: checks that it all runs
 #   BENCH_ONLY='^scope' scripts/bench.sh       # only the sets whose name matches the regexp
 #
