@@ -27,7 +27,7 @@ type Limiter struct {
 	limit int
 	cfg   config
 	epoch time.Time // with stamp: the base of Futures' timestamps
-	plain bool      // no logger, no adaptive limit, no fleet: the fast path of callHere
+	plain bool      // no logger, no fleet: the fast path of callHere
 	stamp bool      // calls note when they begin: for the logger, or the fleet's share of the acquire timeout
 
 	closed      atomic.Bool  // Shutdown has begun; set before slots is closed
@@ -65,7 +65,7 @@ func New(limit int, opts ...Option) *Limiter {
 	if c.adaptive != nil {
 		l.meter = window.New(c.adaptive, limit, &l.slots, window.Config{})
 	}
-	l.plain = c.logger == nil && l.meter == nil && !c.fleeted()
+	l.plain = c.logger == nil && !c.fleeted()
 	l.labels = registry.NewLimiterLabels(c.name)
 	if c.name != "" {
 		// A named limiter is listed for package inspect's dumps, through a weak pointer: the
