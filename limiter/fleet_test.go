@@ -125,13 +125,7 @@ func TestWithFleetAcquireTimeout(t *testing.T) {
 // (counted Failed)." The backend goes down while a task runs; the lease cannot be renewed and is
 // lost within its TTL.
 func TestWithFleetLeaseLost(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		opts []limiter.Option
-	}{
-		{"caller goroutine", nil},
-		{"task timeout", []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
-	} {
+	for _, tt := range runPaths {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				b := fleet.NewMemory()

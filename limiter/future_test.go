@@ -263,13 +263,7 @@ func TestSubmitContextEndsWhileWaiting(t *testing.T) {
 }
 
 func TestSubmitContextEndsWhileRunning(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		opts []limiter.Option
-	}{
-		{"no task timeout", nil},
-		{"task timeout", []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
-	} {
+	for _, tt := range runPaths {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				l := limiter.New(1, tt.opts...)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,6 +20,16 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) } // checks after all tests, so t.Parallel is fine
 
 // goid returns the current goroutine's id, to tell where a task ran.
+// runPaths are the two places a call's function runs: on the caller's goroutine, and, with a
+// task timeout, on a goroutine of the limiter's own. A rule that must hold on both runs under each.
+var runPaths = []struct {
+	name string
+	opts []limiter.Option
+}{
+	{"caller goroutine", nil},
+	{"task timeout", []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
+}
+
 func goid() string {
 	var buf [64]byte
 	n := runtime.Stack(buf[:], false)

@@ -48,13 +48,7 @@ func TestNilFunctionPanics(t *testing.T) {
 // "When fn returns an error, the call returns that error as is." Do, Call and Submit, on the caller's
 // goroutine and on a goroutine of the limiter's own.
 func TestDoReturnsFnErrorAsIs(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		opts []limiter.Option
-	}{
-		{"caller goroutine", nil},
-		{"task timeout", []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
-	} {
+	for _, tt := range runPaths {
 		t.Run(tt.name, func(t *testing.T) {
 			l := limiter.New(2, tt.opts...)
 			errX := errors.New("x")
@@ -104,13 +98,7 @@ func TestDoRunsOnOwnGoroutineWithTaskTimeout(t *testing.T) {
 // "The task's context carries the caller's values (scoped values) and the caller's cancellation."
 // The values, scoped ones included, on every path.
 func TestTaskContextCarriesCallerValues(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		opts []limiter.Option
-	}{
-		{"caller goroutine", nil},
-		{"task timeout", []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
-	} {
+	for _, tt := range runPaths {
 		t.Run(tt.name, func(t *testing.T) {
 			l := limiter.New(1, tt.opts...)
 			user := scopedvalue.New[string]("user")
@@ -136,13 +124,7 @@ func TestTaskContextCarriesCallerValues(t *testing.T) {
 // "The task's context carries … the caller's cancellation", cause included, for Do and Submit; an
 // error after it counts Cancelled.
 func TestCallerCancellationReachesTask(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		opts []limiter.Option
-	}{
-		{"caller goroutine", nil},
-		{"task timeout", []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
-	} {
+	for _, tt := range runPaths {
 		t.Run(tt.name, func(t *testing.T) {
 			l := limiter.New(1, tt.opts...)
 			ctx, cancel := context.WithCancelCause(t.Context())
@@ -181,13 +163,7 @@ func TestCallerCancellationReachesTask(t *testing.T) {
 // A ctx that is already done never gets a slot, even a free one, on every entry point; the call
 // counts Cancelled.
 func TestDoneContextNeverRuns(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		opts []limiter.Option
-	}{
-		{"caller goroutine", nil},
-		{"task timeout", []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
-	} {
+	for _, tt := range runPaths {
 		t.Run(tt.name, func(t *testing.T) {
 			l := limiter.New(1, tt.opts...)
 			ctx, cancel := context.WithCancel(t.Context())

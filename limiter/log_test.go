@@ -17,13 +17,7 @@ import (
 )
 
 func TestLoggerSilentOnHappyPath(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		opts []limiter.Option
-	}{
-		{"caller goroutine", nil},
-		{"task timeout", []limiter.Option{limiter.WithTaskTimeout(time.Hour)}},
-	} {
+	for _, tt := range runPaths {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rec := &recorder{}
