@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/goloom/loom/fleet"
@@ -53,11 +52,13 @@ func WithFleetRate(r *fleet.Rate) Option {
 func (l *Limiter) fleetEnter(ctx context.Context, t0 time.Time) (tctx context.Context, leave func(), o outcome, err error) {
 	tctx, leave = ctx, func() {}
 	if sem := l.cfg.fleet; sem != nil {
+		// Only the acquire timeout bounds this wait: ctx's deadline ends it through ctx, as
+		// Cancelled — a second timer for the deadline would race ctx's own.
 		var p *fleet.Permit
-		if wait, ok := l.waitLeft(ctx, t0); !ok {
-			p, err = sem.Acquire(ctx, 1)
+		if l.cfg.acquireTimed {
+			p, err = sem.AcquireTimeout(ctx, 1, l.acquireLeft(t0))
 		} else {
-			p, err = sem.AcquireTimeout(ctx, 1, wait)
+			p, err = sem.Acquire(ctx, 1)
 		}
 		if err != nil {
 			o, err := fleetRefusal(ctx, err)
@@ -81,10 +82,14 @@ func (l *Limiter) fleetEnter(ctx context.Context, t0 time.Time) (tctx context.Co
 }
 
 // fleetToken reserves a token of r and waits until it comes, within what the acquire timeout
-// and ctx's deadline leave; a token that would come later is not taken, and one whose wait is
-// cut short by ctx is given back.
+// and ctx's deadline leave; a token that would come later is not taken (fleet.ErrTimeout: the
+// call is rejected at once, as WithRate's), and one whose wait is cut short by ctx is given back.
 func (l *Limiter) fleetToken(ctx context.Context, r *fleet.Rate, t0 time.Time) error {
-	maxWait, bounded := l.waitLeft(ctx, t0)
+	var left time.Duration
+	if l.cfg.acquireTimed {
+		left = l.acquireLeft(t0)
+	}
+	maxWait, bounded := l.bound(ctx, left)
 	if !bounded {
 		maxWait = -1 // whenever it comes
 	}
@@ -93,7 +98,7 @@ func (l *Limiter) fleetToken(ctx context.Context, r *fleet.Rate, t0 time.Time) e
 		return err
 	}
 	if !res.OK() {
-		return ErrAcquireTimeout
+		return fleet.ErrTimeout
 	}
 	if d := res.Delay(); d > 0 {
 		t := time.NewTimer(d)
@@ -108,17 +113,9 @@ func (l *Limiter) fleetToken(ctx context.Context, r *fleet.Rate, t0 time.Time) e
 	return nil
 }
 
-// waitLeft returns how long a call that began at t0 may still wait: what is left of the acquire
-// timeout, and of ctx's deadline. bounded is false when neither bounds it.
-func (l *Limiter) waitLeft(ctx context.Context, t0 time.Time) (wait time.Duration, bounded bool) {
-	wait = time.Duration(math.MaxInt64)
-	if l.cfg.acquireTimed {
-		wait, bounded = max(0, l.cfg.acquireTimeout-time.Since(t0)), true
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		wait, bounded = min(wait, time.Until(dl)), true
-	}
-	return wait, bounded
+// acquireLeft returns what is left of the acquire timeout of a call that began at t0.
+func (l *Limiter) acquireLeft(t0 time.Time) time.Duration {
+	return max(0, l.cfg.acquireTimeout-time.Since(t0))
 }
 
 // fleetRefusal is the outcome and error of a call the fleet did not admit: its ctx's end is
@@ -128,7 +125,7 @@ func fleetRefusal(ctx context.Context, err error) (outcome, error) {
 	switch {
 	case ctx.Err() != nil:
 		return outCancelled, ctxErr(ctx)
-	case errors.Is(err, fleet.ErrTimeout), err == ErrAcquireTimeout:
+	case errors.Is(err, fleet.ErrTimeout):
 		return outRejected, ErrAcquireTimeout
 	}
 	return outRejected, fmt.Errorf("%w: %w", ErrRejected, err)

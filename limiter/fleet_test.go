@@ -120,6 +120,30 @@ func TestWithFleetAcquireTimeout(t *testing.T) {
 	})
 }
 
+// Without an acquire timeout, only ctx bounds the wait for the fleet's permit: a call whose ctx's
+// deadline passes while it waits ends with ctx's error, counted Cancelled — never
+// ErrAcquireTimeout, whichever of two timers at the same instant fires first.
+func TestWithFleetContextDeadlineIsCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := fleet.NewMemory()
+		ls, _ := replicas(t, b, 2, 1)
+		hold := make(chan struct{})
+		h := goDo(t.Context(), ls[0], func(context.Context) error { <-hold; return nil }) // the only fleet permit
+		const calls = 200
+		for range calls {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Millisecond)
+			err := ls[1].Do(ctx, func(context.Context) error { return nil })
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.NotErrorIs(t, err, limiter.ErrAcquireTimeout)
+		}
+		close(hold)
+		require.NoError(t, <-h.err)
+		assert.Equal(t, int64(calls), atRest(t, ls[1]).Cancelled)
+		atRest(t, ls[0])
+	})
+}
+
 // "a lost lease cancels the task's context with cause fleet.ErrLeaseLost, and from then on the
 // call's result is an error matching fleet.ErrLeaseLost (unless fn panicked), like a task timeout
 // (counted Failed)." The backend goes down while a task runs; the lease cannot be renewed and is

@@ -181,14 +181,21 @@ func (l *Limiter) tokenTooLate(ctx context.Context) bool {
 	if l.rate == nil {
 		return false
 	}
-	limit, bounded := time.Duration(math.MaxInt64), false
+	limit, bounded := l.bound(ctx, l.cfg.acquireTimeout)
+	return bounded && l.rate.due(l.waiting.Load()+1) > limit
+}
+
+// bound returns how long a call may wait for a token: left of its acquire timeout, if it has
+// one, and what is left of its ctx's deadline. bounded is false when neither bounds it.
+func (l *Limiter) bound(ctx context.Context, left time.Duration) (wait time.Duration, bounded bool) {
+	wait = time.Duration(math.MaxInt64)
 	if l.cfg.acquireTimed {
-		limit, bounded = l.cfg.acquireTimeout, true
+		wait, bounded = left, true
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		limit, bounded = min(limit, time.Until(dl)), true
+		wait, bounded = min(wait, time.Until(dl)), true
 	}
-	return bounded && l.rate.due(l.waiting.Load()+1) > limit
+	return wait, bounded
 }
 
 // reserve takes a place among the waiting calls, if WithMaxWaiting leaves one. The place is
