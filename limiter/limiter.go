@@ -24,7 +24,6 @@ type Limiter struct {
 	slots sema.Sema
 	rate  *bucket       // WithRate's tokens, the slots' gate; nil without a rate
 	meter *window.Meter // WithAdaptive's windows, which move the slots' capacity; nil without
-	limit int
 	cfg   config
 	epoch time.Time // with stamp: the base of Futures' timestamps
 	plain bool      // no logger, no fleet: the fast path of callHere
@@ -52,7 +51,7 @@ func New(limit int, opts ...Option) *Limiter {
 	for _, opt := range opts {
 		opt(&c)
 	}
-	l := &Limiter{limit: limit, cfg: c}
+	l := &Limiter{cfg: c}
 	l.stamp = c.logger != nil || c.fleeted() && c.acquireTimed
 	if l.stamp {
 		l.epoch = time.Now()
@@ -85,7 +84,7 @@ func (l *Limiter) inspectInfo() registry.LimiterInfo {
 
 // check panics for a Limiter that New did not make (the zero value, or nil) and for a nil ctx.
 func (l *Limiter) check(ctx context.Context, op string) {
-	if l == nil || l.limit == 0 {
+	if l == nil || !l.slots.Ready() {
 		panic("limiter: zero Limiter; use New")
 	}
 	if ctx == nil {

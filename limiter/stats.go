@@ -135,7 +135,7 @@ func (l *Limiter) recordTimeout(ctx context.Context, t0, t1 time.Time) {
 // Stats returns a snapshot of the limiter's gauges and counters. It takes no lock and may be
 // called at any time, from any goroutine, also from a task or a log handler.
 func (l *Limiter) Stats() Stats {
-	if l == nil || l.limit == 0 {
+	if l == nil || !l.slots.Ready() {
 		panic("limiter: zero Limiter; use New")
 	}
 	var s Stats

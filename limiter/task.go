@@ -321,7 +321,7 @@ func (f *Future[T]) exit(tctx context.Context, v T, err error, pe *PanicError, h
 	} else {
 		next = l.releaseAndTake()
 	}
-	if how != refused {
+	if how != refused && l.meter != nil { // context.Cause takes tctx's lock: only when it counts
 		l.observe(f.ctx, f.mk, err, context.Cause(tctx) == ErrTaskTimeout, broken, held)
 	}
 	// The slot is free: the records about the call may be written now.

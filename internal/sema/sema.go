@@ -379,10 +379,12 @@ func (s *Sema) abandon(w *Waiter, cause error) error {
 	case w.taken:
 		return nil
 	case w.err == nil:
-		s.Release(w.n)
+		// The pass goes back before the permits: the waiter that the release serves asks the
+		// gate, and must find it (else it would wait for the gate's timer with a pass free).
 		if s.gate != nil {
 			s.gate.Refund()
 		}
+		s.Release(w.n)
 	}
 	return cause
 }
@@ -695,7 +697,7 @@ func (s *Sema) grantInto(woken *Waiter) *Waiter {
 		for {
 			word := s.state.Load()
 			if word+bias < w.n { // the offset is in place while w is queued
-				s.gateHeld.Store(false)
+				s.holdForGate(false)
 				return woken
 			}
 			if s.state.CompareAndSwap(word, word-w.n) {
@@ -715,8 +717,16 @@ func (s *Sema) grantInto(woken *Waiter) *Waiter {
 		s.remove(w)
 		w.next, woken = woken, w
 	}
-	s.gateHeld.Store(false)
+	s.holdForGate(false)
 	return woken
+}
+
+// holdForGate notes whether the head waits for the gate rather than for permits; without a gate
+// it never does, and the flag is not written.
+func (s *Sema) holdForGate(held bool) {
+	if s.gate != nil {
+		s.gateHeld.Store(held)
+	}
 }
 
 // armGate makes sure the queue is served again d from now, when the gate opens. s.mu is held.
