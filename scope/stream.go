@@ -98,7 +98,10 @@ func (st *stream[In, Out]) run(in iter.Seq[In], yield func(Out, error) bool) {
 // fork starts a call for element v, at index tail.
 func (st *stream[In, Out]) fork(v In) {
 	i := st.tail % len(st.ring)
-	it := &streamItem[In, Out]{in: v, fn: st.fn, idx: st.tail, done: st.done}
+	it := &streamItem[In, Out]{st: st, in: v, idx: st.tail}
+	if st.s.ins.Recorded() {
+		it.rec = new(registry.Task) // only then: an item is no larger when nothing is recorded
+	}
 	st.ring[i], st.ready[i] = it, false
 	st.tail++
 	if !st.s.admit(it) {
@@ -163,15 +166,14 @@ func (st *stream[In, Out]) panicked() bool {
 // A streamItem is one call of a Stream: a subtask whose completion also tells the stream.
 type streamItem[In, Out any] struct {
 	Subtask[Out]
-	in   In
-	fn   func(context.Context, In) (Out, error)
-	idx  int
-	done chan<- int
-	rec  registry.Task // its place in the scope's inspection record, if recorded
+	st  *stream[In, Out]
+	in  In
+	idx int
+	rec *registry.Task // its place in the scope's inspection record; nil when nothing is recorded
 }
 
-func (it *streamItem[In, Out]) node() *registry.Task { return &it.rec }
-func (it *streamItem[In, Out]) forked() any          { return it.fn }
+func (it *streamItem[In, Out]) node() *registry.Task { return it.rec }
+func (it *streamItem[In, Out]) forked() any          { return it.st.fn }
 
 // runIn runs a call of a Stream as a subtask; the stream hears of it once its outcome is
 // settled (completed), before it is counted out. A call that waited for a worker while the scope
@@ -182,9 +184,9 @@ func (it *streamItem[In, Out]) runIn(s *Scope) subtask {
 		return nil
 	}
 	return s.body(it, func(ctx context.Context) (err error) {
-		it.val, err = it.fn(ctx, it.in)
+		it.val, err = it.st.fn(ctx, it.in)
 		return err
 	})
 }
 
-func (it *streamItem[In, Out]) completed() { it.done <- it.idx }
+func (it *streamItem[In, Out]) completed() { it.st.done <- it.idx }
