@@ -71,10 +71,7 @@ func TryFork[T any](s *Scope, fn func(ctx context.Context) (T, error)) (*Subtask
 		panic("scope: TryFork: nil function")
 	}
 	var st *Subtask[T]
-	var t interface {
-		subtask
-		start(*Scope)
-	}
+	var t subtask
 	if s.ins.Recorded() {
 		r := &recordedSubtask[T]{Subtask: Subtask[T]{fn: fn}}
 		st, t = &r.Subtask, r
@@ -87,7 +84,7 @@ func TryFork[T any](s *Scope, fn func(ctx context.Context) (T, error)) (*Subtask
 		return nil, false
 	}
 	if start {
-		go t.start(s)
+		go run(s, t)
 	}
 	return st, true
 }
@@ -99,10 +96,7 @@ func (s *Scope) TryGo(fn func(ctx context.Context) error) bool {
 	if fn == nil {
 		panic("scope: TryGo: nil function")
 	}
-	var t interface {
-		subtask
-		start(*Scope)
-	}
+	var t subtask
 	if s.ins.Recorded() {
 		t = &recordedGo{goTask: goTask{fn: fn}}
 	} else {
@@ -110,7 +104,7 @@ func (s *Scope) TryGo(fn func(ctx context.Context) error) bool {
 	}
 	start, forked := s.tryAdmit(t)
 	if start {
-		go t.start(s)
+		go run(s, t)
 	}
 	return forked
 }
@@ -136,14 +130,19 @@ func (s *Scope) count(t subtask) bool {
 			panic(forkAfter(f))
 		}
 		s.ended()
-		t.settle(s.rec.cancelled)
-		s.ins.Refuse(registry.Cancelled)
+		s.refuse(t, s.rec.cancelled)
 		return false
 	}
-	if s.ins != nil {
+	if s.ins.Recorded() {
 		s.ins.Fork(t.node(), t.forked()) // before anyone can start it (a blocked fork's taker too)
 	}
 	return true
+}
+
+// refuse settles a fork whose function never runs with o, and tells the inspection record.
+func (s *Scope) refuse(t subtask, o *outcome) {
+	t.settle(o)
+	s.ins.Refuse(registry.Outcome(o.state))
 }
 
 // admitSlow is admit with a custom Joiner's OnFork or a WithLimit slot to get first.
@@ -227,18 +226,15 @@ func (s *Scope) onFork(t subtask) bool {
 	switch {
 	case pe != nil:
 		// The Joiner failed like a subtask that panics: Failed, kept, the scope cancelled.
-		t.settle(&outcome{state: Failed, err: pe})
-		s.ins.Refuse(registry.Failed)
+		s.refuse(t, &outcome{state: Failed, err: pe})
 		s.panicked(t, pe)
 		return false
 	case err == nil:
 		return true
 	case s.ended():
-		t.settle(s.rec.cancelled)
-		s.ins.Refuse(registry.Cancelled)
+		s.refuse(t, s.rec.cancelled)
 	default:
-		t.settle(&outcome{state: Failed, err: err})
-		s.ins.Refuse(registry.Failed)
+		s.refuse(t, &outcome{state: Failed, err: err})
 		s.failed(t, err)
 	}
 	return false
