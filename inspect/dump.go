@@ -114,6 +114,9 @@ func (s Stats) Get(name string) (int64, bool) {
 	return 0, false
 }
 
+// value is Get without the flag: 0 for a stat that is not there.
+func (s Stats) value(name string) int64 { n, _ := s.Get(name); return n }
+
 // MarshalJSON writes the stats as one object, keys in order.
 func (s Stats) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer

@@ -67,6 +67,17 @@ const (
 	stuckAge = 10 * time.Second
 )
 
+// ageClass is the CSS class of an age: fresh, slow or stuck.
+func ageClass(a time.Duration) string {
+	switch {
+	case a >= stuckAge:
+		return "stuck"
+	case a >= slowAge:
+		return "slow"
+	}
+	return "fresh"
+}
+
 func newPage(d *Dump) *page {
 	p := &page{
 		Time:      d.Time.Format(time.RFC3339),
@@ -135,14 +146,7 @@ func newScopeView(d *Dump, s *Scope, oldest time.Duration, depth int) *scopeView
 	}
 	for _, t := range s.Running {
 		a := d.Time.Sub(t.Started)
-		tv := taskView{Seq: t.Seq, Age: age(a), Site: t.Site, ShortSite: shortSite(t.Site), Class: "fresh", BarPct: barPct(a, oldest)}
-		switch {
-		case a >= stuckAge:
-			tv.Class = "stuck"
-		case a >= slowAge:
-			tv.Class = "slow"
-		}
-		v.Tasks = append(v.Tasks, tv)
+		v.Tasks = append(v.Tasks, taskView{Seq: t.Seq, Age: age(a), Site: t.Site, ShortSite: shortSite(t.Site), Class: ageClass(a), BarPct: barPct(a, oldest)})
 	}
 	if depth+1 >= maxDepth {
 		v.Hidden = descendants(s)
@@ -165,7 +169,7 @@ func barPct(a, oldest time.Duration) float64 {
 }
 
 func newLimiterView(l *Limiter, longest int64) *limiterView {
-	get := func(name string) int64 { n, _ := l.Stats.Get(name); return n }
+	get := l.Stats.value
 	v := &limiterView{Name: l.Name, Limit: get("limit"), InFlight: get("inFlight"), Waiting: get("waiting"), Overrun: get("overrunning")}
 	if v.Limit > 0 {
 		v.BusyPct = math.Round(1000*float64(min(v.InFlight, v.Limit))/float64(v.Limit)) / 10
@@ -178,13 +182,7 @@ func newLimiterView(l *Limiter, longest int64) *limiterView {
 	}
 	if v.Waiting > 0 {
 		o := secondsToDuration(l.OldestWaiting)
-		v.Oldest, v.OldestClass = age(o), "fresh"
-		switch {
-		case o >= stuckAge:
-			v.OldestClass = "stuck"
-		case o >= slowAge:
-			v.OldestClass = "slow"
-		}
+		v.Oldest, v.OldestClass = age(o), ageClass(o)
 	}
 	for _, st := range l.Stats {
 		switch st.Name {

@@ -137,7 +137,7 @@ func counts(c Counts) string {
 }
 
 func (tw *textWriter) limiter(l *Limiter) {
-	get := func(name string) int64 { n, _ := l.Stats.Get(name); return n }
+	get := l.Stats.value
 	waiting := fmt.Sprintf("waiting %d", get("waiting"))
 	if get("waiting") > 0 {
 		waiting += fmt.Sprintf(" (oldest %s)", age(secondsToDuration(l.OldestWaiting)))

@@ -14,13 +14,16 @@
 //
 // With every feature off and no trace recording, [Active] (one atomic load and trace.IsEnabled) is
 // all a scope's Open pays, and a nil check of its [*Scope] all a fork pays. With Scopes on, a fork
-// links a [Task] that lives inside the subtask's own allocation (no allocation per fork), under the
-// scope's own mutex; the subtask's goroutine stamps its start time; its completion unlinks it.
-// Sites are stored as program counters and resolved only when a dump is taken.
+// is counted with one atomic add, and its [Task] lives inside the subtask's own allocation (no
+// allocation per fork); the subtask's goroutine stamps its start time and publishes the Task in a
+// free slot of the scope's table of running subtasks with a CAS, and its completion clears the
+// slot and counts the outcome. No mutex is taken on any of these paths. Sites are stored as
+// program counters and resolved only when a dump is taken.
 //
 // # Concurrency
 //
-// Every function here is safe for concurrent use. A dump locks one scope's mutex at a time, only
-// for as long as it takes to copy that scope's counts and running list, so it never holds up a
-// fork or a completion for longer than that.
+// Every function here is safe for concurrent use. A dump locks one shard's list of open scopes at
+// a time, only to copy its pointers (an Open or a Join of that shard may wait that long), and
+// reads each scope's counters and slots with atomic loads, so it never holds up a fork or a
+// completion.
 package registry
