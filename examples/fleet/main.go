@@ -185,9 +185,9 @@ type replicaConfig struct {
 
 // A replicaResult is what a replica saw: the answers it got, and its Stats.
 type replicaResult struct {
-	OK, TooMany, Other int // answers 200 and 429, and anything else (errors included)
-	Limiter            limiter.Stats
-	Fleet              fleet.Stats // zero without the fleet
+	OK, Other int // answers 200, and anything but 200 or 429 (errors included); the API counts its 429s
+	Limiter   limiter.Stats
+	Fleet     fleet.Stats // zero without the fleet
 }
 
 // phase is one run of every replica: what the API saw, what the replicas got.
@@ -254,7 +254,7 @@ func runReplica(ctx context.Context, cfg replicaConfig, mem *fleet.Memory, logs 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Limit, DisableCompression: true}}
 	defer client.CloseIdleConnections()
 
-	var ok, tooMany, other atomic.Int64
+	var ok, other atomic.Int64
 	var wg sync.WaitGroup
 	for range cfg.Calls {
 		wg.Go(func() {
@@ -263,7 +263,7 @@ func runReplica(ctx context.Context, cfg replicaConfig, mem *fleet.Memory, logs 
 			case err == nil && code == http.StatusOK:
 				ok.Add(1)
 			case err == nil && code == http.StatusTooManyRequests:
-				tooMany.Add(1)
+				// counted by the API (phase.tooMany)
 			default:
 				other.Add(1)
 			}
@@ -273,7 +273,7 @@ func runReplica(ctx context.Context, cfg replicaConfig, mem *fleet.Memory, logs 
 	if err := api.Shutdown(ctx); err != nil {
 		return replicaResult{}, err
 	}
-	r := replicaResult{OK: int(ok.Load()), TooMany: int(tooMany.Load()), Other: int(other.Load()), Limiter: api.Stats()}
+	r := replicaResult{OK: int(ok.Load()), Other: int(other.Load()), Limiter: api.Stats()}
 	if sem != nil {
 		if err := sem.Close(); err != nil {
 			return replicaResult{}, err

@@ -151,8 +151,8 @@ func run(ctx context.Context, w io.Writer, args []string) error {
 // arrive. Calls sent exactly on schedule do not arrive so: the first ones of a burst wait for their
 // connections while a later one finds a connection ready, and a loaded machine delays some sends
 // more than others (a few milliseconds, measured here under -race on a busy machine). Real APIs
-// forgive as much, or count in coarser windows. It is less than the time between two tokens, so a
-// burst still gets exactly burst calls through.
+// forgive as much, or count in coarser windows. newRateAPI keeps it below half the time between
+// two tokens, so a burst still gets exactly burst calls through at any rate.
 const rateJitter = 50 * time.Millisecond
 
 // rateLimited is the second part: callers all at once at an API that answers 429 above rate call
@@ -234,6 +234,7 @@ type rateAPI struct {
 
 func newRateAPI(perSecond, burst int, jitter time.Duration) *rateAPI {
 	interval := time.Second / time.Duration(perSecond)
+	jitter = min(jitter, interval/2)
 	return &rateAPI{interval: interval, tolerance: time.Duration(burst-1)*interval + jitter, burst: burst}
 }
 
