@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/goloom/loom/internal/registry"
 	"github.com/goloom/loom/internal/sema"
 )
 
@@ -118,7 +119,16 @@ func New(b Backend, name string, capacity int64, opts ...Option) *Semaphore {
 	s.watch = time.AfterFunc(time.Hour, s.expire)
 	s.watch.Stop()
 	go s.work()
+	// Listed for package inspect's dumps and the metrics exporters, through a weak pointer: the
+	// registry never keeps it alive (its worker does, until Close).
+	registry.AddSemaphore(s, name, (*Semaphore).inspectInfo)
 	return s
+}
+
+// inspectInfo is what a dump reads of the Semaphore. A method expression, so that the registry
+// holds nothing that keeps s alive.
+func (s *Semaphore) inspectInfo() registry.LimiterInfo {
+	return registry.LimiterInfo{Stats: s.Stats()}
 }
 
 func checkName(op, name string) {

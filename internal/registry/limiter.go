@@ -13,7 +13,7 @@ import (
 	"weak"
 )
 
-// LimiterInfo is what a dump reads of a named limiter.
+// LimiterInfo is what a dump reads of a named limiter or a fleet semaphore.
 type LimiterInfo struct {
 	// Stats is a struct (or a pointer to one) of integer fields, such as limiter.Stats: each
 	// exported integer field becomes a stat named in lowerCamelCase (InFlight: "inFlight"), in
@@ -29,25 +29,32 @@ type Stat struct {
 	Value int64
 }
 
-// A LimiterRecord is a named limiter as a dump sees it.
+// A LimiterRecord is a named limiter (or fleet semaphore) as a dump sees it.
 type LimiterRecord struct {
 	Name          string
 	Stats         []Stat
 	OldestWaiting time.Duration
 }
 
-type limiterEntry struct {
+// A named list holds the limiters (or the fleet semaphores) that dumps and exporters read, each
+// through a weak pointer: the registry never keeps one alive, and forgets it once it has been
+// collected.
+type namedList struct {
+	sync.Mutex
+	m map[uint64]*namedEntry
+}
+
+type namedEntry struct {
 	id   uint64
 	name string
 	read func() (LimiterInfo, bool) // false once the limiter is gone
 }
 
-var limiters struct {
-	sync.Mutex
-	m map[uint64]*limiterEntry
-}
-
-var nextLimiterID atomic.Uint64
+var (
+	limiters    namedList
+	semaphores  namedList
+	nextNamedID atomic.Uint64 // one sequence for both lists: the order things were made
+)
 
 // AddLimiter lists a named limiter for dumps, whatever features are on, for as long as it is
 // reachable: the registry holds it only through a weak pointer, and forgets it once it has been
@@ -58,8 +65,21 @@ func AddLimiter[T any](l *T, name string, info func(*T) LimiterInfo) {
 	if l == nil || info == nil {
 		panic("registry: AddLimiter: nil limiter or info")
 	}
-	wp := weak.Make(l)
-	e := &limiterEntry{id: nextLimiterID.Add(1), name: name}
+	add(&limiters, l, name, info)
+}
+
+// AddSemaphore lists a fleet semaphore for dumps and exporters, as [AddLimiter] lists a limiter:
+// through a weak pointer, with info read on the goroutine taking the dump.
+func AddSemaphore[T any](s *T, name string, info func(*T) LimiterInfo) {
+	if s == nil || info == nil {
+		panic("registry: AddSemaphore: nil semaphore or info")
+	}
+	add(&semaphores, s, name, info)
+}
+
+func add[T any](list *namedList, p *T, name string, info func(*T) LimiterInfo) {
+	wp := weak.Make(p)
+	e := &namedEntry{id: nextNamedID.Add(1), name: name}
 	e.read = func() (LimiterInfo, bool) {
 		p := wp.Value()
 		if p == nil {
@@ -67,43 +87,42 @@ func AddLimiter[T any](l *T, name string, info func(*T) LimiterInfo) {
 		}
 		return info(p), true
 	}
-	limiters.Lock()
-	if limiters.m == nil {
-		limiters.m = make(map[uint64]*limiterEntry)
+	list.Lock()
+	if list.m == nil {
+		list.m = make(map[uint64]*namedEntry)
 	}
-	limiters.m[e.id] = e
-	limiters.Unlock()
-	runtime.AddCleanup(l, forgetLimiter, e.id)
+	list.m[e.id] = e
+	list.Unlock()
+	runtime.AddCleanup(p, list.forget, e.id)
 }
 
-func forgetLimiter(id uint64) {
-	limiters.Lock()
-	delete(limiters.m, id)
-	limiters.Unlock()
+func (list *namedList) forget(id uint64) {
+	list.Lock()
+	delete(list.m, id)
+	list.Unlock()
 }
 
-// ListedLimiters returns the names of the limiters the registry lists, including those collected
-// whose cleanup has not run yet: for tests that a collected limiter leaves nothing behind.
-func ListedLimiters() []string {
-	limiters.Lock()
-	defer limiters.Unlock()
-	names := make([]string, 0, len(limiters.m))
-	for _, e := range limiters.m {
+// names returns the names the list holds, including those collected whose cleanup has not run
+// yet.
+func (list *namedList) names() []string {
+	list.Lock()
+	defer list.Unlock()
+	names := make([]string, 0, len(list.m))
+	for _, e := range list.m {
 		names = append(names, e.name)
 	}
 	return names
 }
 
-// CollectLimiters reads every listed limiter that is still reachable, in the order they were
-// made.
-func CollectLimiters() []LimiterRecord {
-	limiters.Lock()
-	es := make([]*limiterEntry, 0, len(limiters.m))
-	for _, e := range limiters.m {
+// collect reads every entry that is still reachable, in the order they were made.
+func (list *namedList) collect() []LimiterRecord {
+	list.Lock()
+	es := make([]*namedEntry, 0, len(list.m))
+	for _, e := range list.m {
 		es = append(es, e)
 	}
-	limiters.Unlock()
-	slices.SortFunc(es, func(a, b *limiterEntry) int { return cmp.Compare(a.id, b.id) })
+	list.Unlock()
+	slices.SortFunc(es, func(a, b *namedEntry) int { return cmp.Compare(a.id, b.id) })
 	out := make([]LimiterRecord, 0, len(es))
 	for _, e := range es {
 		info, ok := e.read()
@@ -114,6 +133,21 @@ func CollectLimiters() []LimiterRecord {
 	}
 	return out
 }
+
+// ListedLimiters returns the names of the limiters the registry lists, including those collected
+// whose cleanup has not run yet: for tests that a collected limiter leaves nothing behind.
+func ListedLimiters() []string { return limiters.names() }
+
+// CollectLimiters reads every listed limiter that is still reachable, in the order they were
+// made.
+func CollectLimiters() []LimiterRecord { return limiters.collect() }
+
+// ListedSemaphores is [ListedLimiters] for the fleet semaphores.
+func ListedSemaphores() []string { return semaphores.names() }
+
+// CollectSemaphores reads every listed fleet semaphore that is still reachable, in the order they
+// were made.
+func CollectSemaphores() []LimiterRecord { return semaphores.collect() }
 
 // stats turns a stats struct into named numbers.
 func stats(v any) []Stat {

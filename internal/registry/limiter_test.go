@@ -136,3 +136,37 @@ func TestLowerCamel(t *testing.T) {
 		assert.Equal(t, want, registry.LowerCamel(give), give)
 	}
 }
+
+func TestSemaphoresListedApartFromLimiters(t *testing.T) {
+	type sem struct{ held int64 }
+	s := &sem{held: 3}
+	registry.AddSemaphore(s, "fleet-api", func(s *sem) registry.LimiterInfo {
+		return registry.LimiterInfo{Stats: []registry.Stat{{Name: "held", Value: s.held}}}
+	})
+	_, asLimiter := limiterNamed("fleet-api")
+	assert.False(t, asLimiter, "a semaphore is not a limiter")
+	var got []registry.LimiterRecord
+	for _, r := range registry.CollectSemaphores() {
+		if r.Name == "fleet-api" {
+			got = append(got, r)
+		}
+	}
+	require.Len(t, got, 1)
+	assert.Equal(t, []registry.Stat{{Name: "held", Value: 3}}, got[0].Stats)
+	runtime.KeepAlive(s)
+
+	require.PanicsWithValue(t, "registry: AddSemaphore: nil semaphore or info", func() {
+		registry.AddSemaphore[int](nil, "x", func(*int) registry.LimiterInfo { return registry.LimiterInfo{} })
+	})
+}
+
+func TestCollectedSemaphoreLeaves(t *testing.T) {
+	func() {
+		type sem struct{ _ [16]byte } // not a zero-size value: those share one address
+		registry.AddSemaphore(&sem{}, "short-lived-sem", func(*sem) registry.LimiterInfo { return registry.LimiterInfo{} })
+	}()
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		return !slices.Contains(registry.ListedSemaphores(), "short-lived-sem")
+	}, testTimeout, pollEvery)
+}
