@@ -32,17 +32,21 @@ type Memory struct {
 	made  bool // by NewMemory; never changes
 	calls atomic.Int64
 
-	mu    sync.Mutex
-	down  bool
-	skew  time.Duration
-	lost  bool  // Restart was called: state created from now on waits one TTL before admitting
-	born  int64 // the last epoch handed out: epochs differ even if the clock stands still
-	names map[string]*memState
-	rates map[string]*gcra
-	subs  map[string]map[*memSub]struct{} // subscriptions outlive a Restart, as a client reconnects
+	mu      sync.Mutex
+	down    bool
+	frozen  chan struct{} // non-nil while frozen: closed by Freeze(false)
+	latency time.Duration // every reply waits this long after the call took effect
+	inc     int64         // the incarnation: bumped by Restart and Restore, as a server restart changes its run ID
+	skew    time.Duration
+	lost    bool  // Restart was called: state created from now on waits one TTL before admitting
+	born    int64 // the last epoch handed out: epochs differ even if the clock stands still
+	names   map[string]*memState
+	rates   map[string]*gcra
+	subs    map[string]map[*memSub]struct{} // subscriptions outlive a Restart, as a client reconnects
 }
 
 type memState struct {
+	inc      int64  // the incarnation of the Memory that last confirmed this state
 	born, qt int64  // epoch, and the end of the admission pause after a loss, in µs
 	tok      uint64 // last fencing token
 	held     int64  // summed weight of leases; kept equal to the sum over leases
@@ -97,6 +101,7 @@ func (m *Memory) Restart() {
 	m.names = make(map[string]*memState)
 	m.rates = make(map[string]*gcra)
 	m.lost = true
+	m.inc++
 	m.mu.Unlock()
 }
 
@@ -107,6 +112,89 @@ func (m *Memory) Advance(d time.Duration) {
 	m.mu.Lock()
 	m.skew += d
 	m.mu.Unlock()
+}
+
+// Freeze makes every call block (frozen) until Freeze(false), or until its ctx ends, when it
+// returns ctx's error having done nothing — as a Redis stopped with SIGSTOP: its clients wait
+// until their own deadlines.
+func (m *Memory) Freeze(frozen bool) {
+	m.check("Freeze")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case frozen && m.frozen == nil:
+		m.frozen = make(chan struct{})
+	case !frozen && m.frozen != nil:
+		close(m.frozen)
+		m.frozen = nil
+	}
+}
+
+// SetLatency makes the reply of every call come d after the call took effect (0: at once). A
+// call whose ctx ends meanwhile returns ctx's error, its effect done: a grant whose reply the
+// caller never reads.
+func (m *Memory) SetLatency(d time.Duration) {
+	m.check("SetLatency")
+	m.mu.Lock()
+	m.latency = d
+	m.mu.Unlock()
+}
+
+// A MemorySnapshot is the whole state of a [Memory] at one instant, for [Memory.Restore].
+type MemorySnapshot struct {
+	names map[string]*memState
+	rates map[string]*gcra
+}
+
+// Snapshot copies the backend's state, as Redis saves an RDB snapshot.
+func (m *Memory) Snapshot() *MemorySnapshot {
+	m.check("Snapshot")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return &MemorySnapshot{names: copyNames(m.names), rates: copyRates(m.rates)}
+}
+
+// Restore brings back the state of snap, as a Redis restarted from an older RDB snapshot (or
+// from an AOF that lost its last second, or a replica promoted before it caught up): leases,
+// queues and token counters go back to that instant, as a restarted server would hold them.
+// Subscriptions survive, as clients resubscribe after a reconnect.
+func (m *Memory) Restore(snap *MemorySnapshot) {
+	m.check("Restore")
+	if snap == nil {
+		panic("fleet: Restore: nil snapshot")
+	}
+	m.mu.Lock()
+	m.names, m.rates = copyNames(snap.names), copyRates(snap.rates)
+	m.inc++
+	m.mu.Unlock()
+}
+
+func copyNames(src map[string]*memState) map[string]*memState {
+	dst := make(map[string]*memState, len(src))
+	for name, st := range src {
+		c := *st
+		c.leases = make(map[string]*memLease, len(st.leases))
+		for id, l := range st.leases {
+			cl := *l
+			c.leases[id] = &cl
+		}
+		c.queue = make([]*memEntry, len(st.queue))
+		for i, e := range st.queue {
+			ce := *e
+			c.queue[i] = &ce
+		}
+		dst[name] = &c
+	}
+	return dst
+}
+
+func copyRates(src map[string]*gcra) map[string]*gcra {
+	dst := make(map[string]*gcra, len(src))
+	for name, g := range src {
+		c := *g
+		dst[name] = &c
+	}
+	return dst
 }
 
 // Now returns the backend's clock.
@@ -172,11 +260,39 @@ func (m *Memory) enter(ctx context.Context) error {
 		return err
 	}
 	m.mu.Lock()
+	for m.frozen != nil {
+		thaw := m.frozen
+		m.mu.Unlock()
+		select {
+		case <-thaw:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		m.mu.Lock()
+	}
 	if m.down {
 		m.mu.Unlock()
 		return errDown
 	}
 	return nil
+}
+
+// reply waits for the reply's latency (see SetLatency); m.mu must not be held.
+func (m *Memory) reply(ctx context.Context) error {
+	m.mu.Lock()
+	d := m.latency
+	m.mu.Unlock()
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // state returns the state of name, creating it if create is set: a Memory that never restarted
@@ -189,7 +305,7 @@ func (m *Memory) state(name string, now int64, ttl int64, create bool) *memState
 			return nil
 		}
 		m.born = max(now, m.born+1)
-		st = &memState{born: m.born, qt: now, leases: make(map[string]*memLease)}
+		st = &memState{inc: m.inc, born: m.born, qt: now, leases: make(map[string]*memLease)}
 		if m.lost {
 			st.qt = now + ttl
 		}
@@ -272,6 +388,17 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 // Acquire implements [Backend].
 func (m *Memory) Acquire(ctx context.Context, req AcquireRequest) (AcquireReply, error) {
 	m.check("Acquire")
+	r, err := m.acquire(ctx, req)
+	if err == nil {
+		err = m.reply(ctx)
+	}
+	if err != nil {
+		return AcquireReply{}, err
+	}
+	return r, nil
+}
+
+func (m *Memory) acquire(ctx context.Context, req AcquireRequest) (AcquireReply, error) {
 	if err := m.enter(ctx); err != nil {
 		return AcquireReply{}, err
 	}
@@ -319,6 +446,17 @@ func (m *Memory) Acquire(ctx context.Context, req AcquireRequest) (AcquireReply,
 // Renew implements [Backend].
 func (m *Memory) Renew(ctx context.Context, req RenewRequest) (RenewReply, error) {
 	m.check("Renew")
+	r, err := m.renew(ctx, req)
+	if err == nil {
+		err = m.reply(ctx)
+	}
+	if err != nil {
+		return RenewReply{}, err
+	}
+	return r, nil
+}
+
+func (m *Memory) renew(ctx context.Context, req RenewRequest) (RenewReply, error) {
 	if err := m.enter(ctx); err != nil {
 		return RenewReply{}, err
 	}
@@ -351,6 +489,14 @@ func (m *Memory) Renew(ctx context.Context, req RenewRequest) (RenewReply, error
 // Release implements [Backend]. It removes both the lease and the queue entry of each ID.
 func (m *Memory) Release(ctx context.Context, name string, leases []Lease) error {
 	m.check("Release")
+	err := m.release(ctx, name, leases)
+	if err == nil {
+		err = m.reply(ctx)
+	}
+	return err
+}
+
+func (m *Memory) release(ctx context.Context, name string, leases []Lease) error {
 	if err := m.enter(ctx); err != nil {
 		return err
 	}
