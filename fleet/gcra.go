@@ -1,6 +1,9 @@
 package fleet
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // gcra is a token bucket kept as the generic cell rate algorithm: one number, the theoretical
 // arrival time (tat) of the next token beyond a full bucket, in microseconds on some clock. The
@@ -39,4 +42,18 @@ func (g *gcra) cancel(now, interval, burst, mark float64) bool {
 	}
 	g.tat -= restore
 	return true
+}
+
+// microsToDuration converts a delay in microseconds to a Duration, rounding up, and saturating at
+// the largest Duration instead of overflowing: at a tiny rate the next token is centuries away,
+// never a moment ago.
+func microsToDuration(us float64) time.Duration {
+	ns := math.Ceil(us * 1000)
+	switch {
+	case !(ns > 0): // and NaN
+		return 0
+	case ns >= math.MaxInt64: // float64(MaxInt64) is 2^63, one past the largest Duration
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
 }

@@ -34,6 +34,22 @@ type partition struct {
 	lose atomic.Int32
 	deaf atomic.Bool
 	slow atomic.Int64
+
+	mu    sync.Mutex
+	stops []func() // the subscriptions made through it
+}
+
+// kill cuts the process off for good, as if it died: every call fails, and its subscriptions end
+// (a dead process's connections close, so the backend knows nobody listens there any more).
+func (p *partition) kill() {
+	p.cut.Store(true)
+	p.mu.Lock()
+	stops := p.stops
+	p.stops = nil
+	p.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
 }
 
 var errCut = errors.New("partition: cut")
@@ -96,15 +112,21 @@ func (p *partition) Release(ctx context.Context, name string, leases []fleet.Lea
 	return err
 }
 
-func (p *partition) Subscribe(ctx context.Context, name string, wake func(string)) (func(), error) {
+func (p *partition) Subscribe(ctx context.Context, name, inst string, deliver func(fleet.Lease)) (func(), error) {
 	if err := p.fail(); err != nil {
 		return nil, err
 	}
-	return p.b.Subscribe(ctx, name, func(id string) {
+	stop, err := p.b.Subscribe(ctx, name, inst, func(g fleet.Lease) {
 		if !p.deaf.Load() && !p.cut.Load() {
-			wake(id)
+			deliver(g)
 		}
 	})
+	if err == nil {
+		p.mu.Lock()
+		p.stops = append(p.stops, stop)
+		p.mu.Unlock()
+	}
+	return stop, err
 }
 
 func (p *partition) Reserve(ctx context.Context, req fleet.RateRequest) (fleet.RateReply, error) {

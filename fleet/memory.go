@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -18,9 +17,12 @@ var errDown = errors.New("fleet: memory backend is down")
 // Memory is an in-process [Backend]: several Semaphores (and Rates) of one process share it and
 // behave as the processes of a fleet sharing a Redis would, so that tests and examples need no
 // server. It keeps the same state and makes the same decisions as the Redis backend, counts a
-// round trip for every call into it, and can fail on purpose: [Memory.SetDown] makes every call
-// fail at once, like a refused connection, and [Memory.Restart] loses all data, like a Redis
-// restarted without persistence.
+// round trip for every call into it, and can fail on purpose, as a real server does:
+// [Memory.SetDown] makes every call fail at once, like a refused connection; [Memory.Freeze]
+// makes every call wait, like a server stopped with SIGSTOP; [Memory.SetLatency] delays every
+// reply; [Memory.Restart] loses all data, like a Redis restarted without persistence; and
+// [Memory.Snapshot] and [Memory.Restore] take the state back in time, like a Redis restarted
+// from an older RDB snapshot.
 //
 // Its clock is the process's (the fake clock under testing/synctest), shifted by
 // [Memory.Advance], which stands for a backend whose clock runs ahead of the clients'. A Memory
@@ -36,22 +38,39 @@ type Memory struct {
 	down    bool
 	frozen  chan struct{} // non-nil while frozen: closed by Freeze(false)
 	latency time.Duration // every reply waits this long after the call took effect
-	inc     int64         // the incarnation: bumped by Restart and Restore, as a server restart changes its run ID
-	skew    time.Duration
-	lost    bool  // Restart was called: state created from now on waits one TTL before admitting
-	born    int64 // the last epoch handed out: epochs differ even if the clock stands still
-	names   map[string]*memState
-	rates   map[string]*gcra
-	subs    map[string]map[*memSub]struct{} // subscriptions outlive a Restart, as a client reconnects
+	// inc is the incarnation, as a server's run ID: Restart and Restore start a new one. A state
+	// last confirmed in an older incarnation may have gone back in time (see [memState.inc]).
+	inc   int64
+	skew  time.Duration
+	lost  bool  // Restart was called: state created from now on waits one TTL before admitting
+	born  int64 // the last epoch handed out: epochs differ even if the clock stands still
+	names map[string]*memState
+	rates map[string]*gcra
+	// subs are the subscriptions by name and instance; they outlive a Restart, as clients
+	// reconnect. A queued request that listens for pushes is alive while its instance has one.
+	subs map[subKey]map[*memSub]struct{}
 }
 
+type subKey struct{ name, inst string }
+
+// memState is the state of one name. Its invariants, kept by every call under Memory.mu:
+//   - held is the summed weight of leases (expired ones included until purge drops them both).
+//   - queue is in arrival order, one entry per ID, none of them a lease.
+//   - tok only grows, within an incarnation; across one it grows too, as grants draw tokens
+//     from the clock and never below what askers have seen.
+//   - inc is the Memory's incarnation when this state was last looked at; an older one means
+//     the state may have gone back in time, and the first call to see it starts a new epoch.
 type memState struct {
-	inc      int64  // the incarnation of the Memory that last confirmed this state
+	inc      int64
 	born, qt int64  // epoch, and the end of the admission pause after a loss, in µs
 	tok      uint64 // last fencing token
-	held     int64  // summed weight of leases; kept equal to the sum over leases
-	leases   map[string]*memLease
-	queue    []*memEntry // in arrival order
+	held     int64
+	// mttl is the longest TTL of a request seen, in µs, while it may still be in use (until
+	// mttlUntil): a pause after a loss lasts at least that long.
+	mttl, mttlUntil int64
+	reason          PauseReason // why the current pause (until qt) is there
+	leases          map[string]*memLease
+	queue           []*memEntry
 }
 
 type memLease struct {
@@ -61,12 +80,13 @@ type memLease struct {
 }
 
 type memEntry struct {
-	id          string
-	n, capacity int64
-	hb          int64 // µs; the entry is dropped once now >= hb
+	lease Lease // ID, N, Capacity
+	ttl   int64 // µs: the TTL of the lease it asks for
+	hb    int64 // µs; the entry is dropped once now >= hb
+	push  bool  // its asker listens for pushes: it is dead once nobody listens
 }
 
-type memSub struct{ wake func(string) }
+type memSub struct{ deliver func(Lease) }
 
 // NewMemory returns an empty in-memory backend.
 func NewMemory() *Memory {
@@ -74,7 +94,7 @@ func NewMemory() *Memory {
 		made:  true,
 		names: make(map[string]*memState),
 		rates: make(map[string]*gcra),
-		subs:  make(map[string]map[*memSub]struct{}),
+		subs:  make(map[subKey]map[*memSub]struct{}),
 	}
 }
 
@@ -231,8 +251,8 @@ func (m *Memory) Held(name string) int64 {
 	return held
 }
 
-// Queued returns the number of requests of name in the backend's queue now (at most one per
-// waiting Semaphore: the others wait in their own process).
+// Queued returns the number of live requests of name in the backend's queue now (at most one
+// per waiting Semaphore: the others wait in their own process).
 func (m *Memory) Queued(name string) int {
 	m.check("Queued")
 	m.mu.Lock()
@@ -244,7 +264,7 @@ func (m *Memory) Queued(name string) int {
 	now := m.nowLocked()
 	n := 0
 	for _, e := range st.queue {
-		if now < e.hb {
+		if now < e.hb && m.listening(name, e) {
 			n++
 		}
 	}
@@ -277,13 +297,23 @@ func (m *Memory) enter(ctx context.Context) error {
 	return nil
 }
 
-// reply waits for the reply's latency (see SetLatency); m.mu must not be held.
-func (m *Memory) reply(ctx context.Context) error {
-	m.mu.Lock()
+// leave releases m.mu, pushes the grants made by the call, and waits for the reply's latency
+// (see SetLatency).
+func (m *Memory) leave(ctx context.Context, name string, pushes []*memEntry, tokens []Lease) error {
+	var fns []func(Lease)
+	var gs []Lease
+	for i, e := range pushes {
+		for s := range m.subs[subKey{name, e.lease.Instance()}] {
+			fns, gs = append(fns, s.deliver), append(gs, tokens[i])
+		}
+	}
 	d := m.latency
 	m.mu.Unlock()
+	for i, fn := range fns {
+		fn(gs[i])
+	}
 	if d <= 0 {
-		return ctx.Err()
+		return nil
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -295,66 +325,120 @@ func (m *Memory) reply(ctx context.Context) error {
 	}
 }
 
-// state returns the state of name, creating it if create is set: a Memory that never restarted
-// holds no earlier data, so new state admits at once; after a Restart it pauses admission for
-// ttl, as Redis does for any state it creates.
-func (m *Memory) state(name string, now int64, ttl int64, create bool) *memState {
+// listening reports whether the asker of e can still be reached: it does not listen for pushes
+// (it learns of its grant when it asks again), or its instance has a subscription.
+func (m *Memory) listening(name string, e *memEntry) bool {
+	return !e.push || len(m.subs[subKey{name, e.lease.Instance()}]) > 0
+}
+
+// state returns the state of name, creating it if create is set, and starts a new epoch if it
+// was last confirmed in an older incarnation (it may have gone back in time). A Memory that never
+// restarted holds no earlier data, so new state admits at once; after a Restart, or on a state
+// that may have gone back, admission pauses for the longest TTL that may be in use, as on Redis.
+func (m *Memory) state(name string, now, ttl, longest int64, create bool) *memState {
 	st := m.names[name]
-	if st == nil {
+	switch {
+	case st == nil:
 		if !create {
 			return nil
 		}
 		m.born = max(now, m.born+1)
 		st = &memState{inc: m.inc, born: m.born, qt: now, leases: make(map[string]*memLease)}
 		if m.lost {
-			st.qt = now + ttl
+			st.qt, st.reason = now+max(ttl, longest), PauseNoState
 		}
 		m.names[name] = st
-	} else if now < st.qt && st.born+ttl > st.qt {
+	case st.inc != m.inc:
+		// From before a restart: whatever happened after this state was saved is lost. Its
+		// leases still count (they may be live); those it lacks register again within the pause.
+		m.born = max(now, m.born+1)
+		st.inc, st.born = m.inc, m.born
+		pause := max(ttl, longest)
+		if now < st.mttlUntil {
+			pause = max(pause, st.mttl)
+		}
+		st.qt, st.reason = now+pause, PauseWentBack
+	case now < st.qt && st.born+ttl > st.qt:
 		st.qt = st.born + ttl // a longer lease seen during the pause: its holders renew later
 	}
+	st.seeTTL(now, ttl)
 	return st
 }
 
-// purge drops expired leases and dead queue entries, keeping held equal to the sum of the leases.
-func (st *memState) purge(now int64) {
+// seeTTL notes a request's TTL: the longest one is remembered for as long as a lease of it may live.
+func (st *memState) seeTTL(now, ttl int64) {
+	switch {
+	case ttl <= 0:
+	case ttl > st.mttl || now >= st.mttlUntil:
+		st.mttl, st.mttlUntil = ttl, now+ttl
+	case ttl == st.mttl:
+		st.mttlUntil = max(st.mttlUntil, now+ttl)
+	}
+}
+
+// pause is the reply's view of the admission pause.
+func (st *memState) pause(now int64) (time.Duration, PauseReason, time.Duration) {
+	var longest time.Duration
+	if now < st.mttlUntil {
+		longest = time.Duration(st.mttl) * time.Microsecond
+	}
+	if now >= st.qt {
+		return 0, PauseNone, longest
+	}
+	return time.Duration(st.qt-now) * time.Microsecond, st.reason, longest
+}
+
+// purge drops expired leases and dead queue entries (expired, or whose asker nobody hears any
+// more), keeping held equal to the sum of the leases.
+func (m *Memory) purge(name string, st *memState, now int64) {
 	for id, l := range st.leases {
 		if l.exp <= now {
 			st.held -= l.n
 			delete(st.leases, id)
 		}
 	}
-	st.queue = slices.DeleteFunc(st.queue, func(e *memEntry) bool { return e.hb <= now })
+	st.queue = slices.DeleteFunc(st.queue, func(e *memEntry) bool { return e.hb <= now || !m.listening(name, e) })
 }
 
 func (st *memState) find(id string) int {
-	return slices.IndexFunc(st.queue, func(e *memEntry) bool { return e.id == id })
+	return slices.IndexFunc(st.queue, func(e *memEntry) bool { return e.lease.ID == id })
 }
 
-func (st *memState) grant(id string, n, capacity int64, now, ttl int64) uint64 {
-	st.tok = max(st.tok+1, uint64(max(now, 0)))
-	st.held += n
-	st.leases[id] = &memLease{n: n, capacity: capacity, token: st.tok, exp: now + ttl}
+func (st *memState) grant(l Lease, now, ttl, seen int64) uint64 {
+	st.tok = max(st.tok+1, uint64(max(now, 0)), uint64(seen)+1)
+	st.held += l.N
+	st.leases[l.ID] = &memLease{n: l.N, capacity: l.Capacity, token: st.tok, exp: now + ttl}
 	return st.tok
 }
 
-// wake returns the ID of the queue's head if it fits now (and is not except), else "".
-func (st *memState) wake(now int64, except string) string {
-	if now < st.qt || len(st.queue) == 0 {
-		return ""
+// grantHeads grants the head of the queue, and the next, as long as they fit and no pause
+// holds, except the entry with ID except (the caller's own: its reply tells it). It returns the
+// grants to push.
+func (m *Memory) grantHeads(name string, st *memState, now int64, except string) (pushes []*memEntry, grants []Lease) {
+	for now >= st.qt && len(st.queue) > 0 {
+		h := st.queue[0]
+		if h.lease.ID == except || st.held+h.lease.N > h.lease.Capacity {
+			return pushes, grants
+		}
+		st.queue = st.queue[1:]
+		if !m.listening(name, h) {
+			continue // its process died: the queue moves on at once
+		}
+		tok := st.grant(h.lease, now, h.ttl, 0)
+		if h.push {
+			g := h.lease
+			g.Token, g.Epoch = tok, st.born
+			pushes, grants = append(pushes, h), append(grants, g)
+		}
 	}
-	h := st.queue[0]
-	if h.id != except && st.held+h.n <= h.capacity {
-		return h.id
-	}
-	return ""
+	return pushes, grants
 }
 
 // retryIn is when a waiter should ask again at the latest: the next lease expiry, the next
-// queue-entry death, the end of the admission pause, and in any case within ttl/3 (which keeps
-// its own queue entry alive).
-func (st *memState) retryIn(now, ttl int64) time.Duration {
-	t := now + ttl/3
+// queue-entry death, the end of the admission pause, and in any case within a third of its
+// heartbeat (which keeps its own entry alive).
+func (st *memState) retryIn(now, hb int64) time.Duration {
+	t := now + max(hb/3, 1000)
 	for _, l := range st.leases {
 		t = min(t, l.exp)
 	}
@@ -367,146 +451,115 @@ func (st *memState) retryIn(now, ttl int64) time.Duration {
 	return time.Duration(max(t-now, 100)) * time.Microsecond
 }
 
-// publish tells the subscribers of name that id may be granted; m.mu must not be held.
-func (m *Memory) publish(name, id string) {
-	if id == "" {
-		return
-	}
-	m.mu.Lock()
-	var fns []func(string)
-	for s := range m.subs[name] {
-		fns = append(fns, s.wake)
-	}
-	m.mu.Unlock()
-	for _, fn := range fns {
-		fn(id)
-	}
-}
-
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
 // Acquire implements [Backend].
 func (m *Memory) Acquire(ctx context.Context, req AcquireRequest) (AcquireReply, error) {
 	m.check("Acquire")
-	r, err := m.acquire(ctx, req)
-	if err == nil {
-		err = m.reply(ctx)
-	}
-	if err != nil {
-		return AcquireReply{}, err
-	}
-	return r, nil
-}
-
-func (m *Memory) acquire(ctx context.Context, req AcquireRequest) (AcquireReply, error) {
 	if err := m.enter(ctx); err != nil {
 		return AcquireReply{}, err
 	}
 	now, ttl := m.nowLocked(), micros(req.TTL)
-	id, n, capacity := req.Lease.ID, req.Lease.N, req.Lease.Capacity
-	st := m.state(req.Name, now, ttl, true)
-	st.purge(now)
-	if l, ok := st.leases[id]; ok { // asked again after a lost reply: it was granted
-		m.mu.Unlock()
-		return AcquireReply{Granted: true, Token: l.token, Epoch: st.born}, nil
+	l := req.Lease
+	st := m.state(req.Name, now, ttl, micros(req.LongestTTL), true)
+	st.tok = max(st.tok, req.Seen)
+	m.purge(req.Name, st, now)
+	rep := AcquireReply{Epoch: st.born}
+	grantNow := func() {
+		rep.Granted, rep.Token = true, st.grant(l, now, ttl, 0)
 	}
-	i := st.find(id)
-	if i < 0 {
-		if len(st.queue) == 0 && now >= st.qt && st.held+n <= capacity {
-			tok := st.grant(id, n, capacity, now, ttl)
-			m.mu.Unlock()
-			return AcquireReply{Granted: true, Token: tok, Epoch: st.born}, nil
+	switch have := st.leases[l.ID]; {
+	case have != nil: // asked again after a lost reply, or after a grant it has not heard of
+		rep.Granted, rep.Token = true, have.token
+	case st.find(l.ID) < 0 && len(st.queue) == 0 && now >= st.qt && st.held+l.N <= l.Capacity:
+		grantNow()
+	case st.find(l.ID) < 0 && !req.Wait:
+	default:
+		i := st.find(l.ID)
+		if i < 0 {
+			st.queue = append(st.queue, &memEntry{lease: Lease{ID: l.ID, N: l.N, Capacity: l.Capacity}, ttl: ttl})
+			i = len(st.queue) - 1
 		}
-		if !req.Wait {
-			reply := AcquireReply{Epoch: st.born, RetryIn: st.retryIn(now, ttl)}
-			wake := st.wake(now, "")
-			m.mu.Unlock()
-			m.publish(req.Name, wake)
-			return reply, nil
+		e := st.queue[i]
+		e.hb, e.push = now+micros(req.Heartbeat), req.Push
+		if i == 0 && now >= st.qt && st.held+l.N <= l.Capacity {
+			st.queue = st.queue[1:]
+			grantNow()
 		}
-		st.queue = append(st.queue, &memEntry{id: id, n: n, capacity: capacity})
-		i = len(st.queue) - 1
 	}
-	st.queue[i].hb = now + ttl
-	if i == 0 && now >= st.qt && st.held+n <= capacity {
-		st.queue = st.queue[1:]
-		tok := st.grant(id, n, capacity, now, ttl)
-		wake := st.wake(now, "")
-		m.mu.Unlock()
-		m.publish(req.Name, wake)
-		return AcquireReply{Granted: true, Token: tok, Epoch: st.born}, nil
+	if !rep.Granted {
+		rep.RetryIn = st.retryIn(now, micros(req.Heartbeat))
 	}
-	reply := AcquireReply{Epoch: st.born, RetryIn: st.retryIn(now, ttl)}
-	wake := st.wake(now, id) // the purge may have let another head in
-	m.mu.Unlock()
-	m.publish(req.Name, wake)
-	return reply, nil
+	rep.Paused, rep.Pause, rep.LongestTTL = st.pause(now)
+	pushes, grants := m.grantHeads(req.Name, st, now, l.ID) // the purge may have let others in
+	if err := m.leave(ctx, req.Name, pushes, grants); err != nil {
+		return AcquireReply{}, err
+	}
+	return rep, nil
 }
 
 // Renew implements [Backend].
 func (m *Memory) Renew(ctx context.Context, req RenewRequest) (RenewReply, error) {
 	m.check("Renew")
-	r, err := m.renew(ctx, req)
-	if err == nil {
-		err = m.reply(ctx)
-	}
-	if err != nil {
-		return RenewReply{}, err
-	}
-	return r, nil
-}
-
-func (m *Memory) renew(ctx context.Context, req RenewRequest) (RenewReply, error) {
 	if err := m.enter(ctx); err != nil {
 		return RenewReply{}, err
 	}
 	now, ttl := m.nowLocked(), micros(req.TTL)
-	st := m.state(req.Name, now, ttl, true)
-	st.purge(now)
-	status := make([]LeaseStatus, len(req.Leases))
-	for i, l := range req.Leases {
+	st := m.state(req.Name, now, ttl, micros(req.LongestTTL), true)
+	st.tok = max(st.tok, req.Seen)
+	m.purge(req.Name, st, now)
+	status := make([]LeaseStatus, 0, len(req.Leases)+len(req.Register))
+	for _, l := range req.Leases {
 		switch have := st.leases[l.ID]; {
 		case have != nil:
 			have.exp = now + ttl
-			status[i] = LeaseRenewed
+			status = append(status, LeaseRenewed)
 		case l.Epoch != st.born && st.held+l.N <= l.Capacity:
 			// Granted before the data was lost, and still running: take it back in, and keep
 			// new tokens above its own.
-			st.held += l.N
-			st.leases[l.ID] = &memLease{n: l.N, capacity: l.Capacity, token: l.Token, exp: now + ttl}
-			st.tok = max(st.tok, l.Token)
-			status[i] = LeaseReregistered
+			st.register(l, now+ttl)
+			status = append(status, LeaseReregistered)
 		default:
-			status[i] = LeaseLost
+			status = append(status, LeaseLost)
 		}
 	}
-	wake := st.wake(now, "")
-	m.mu.Unlock()
-	m.publish(req.Name, wake)
-	return RenewReply{Epoch: st.born, Status: status}, nil
+	for _, l := range req.Register {
+		if have := st.leases[l.ID]; have != nil {
+			have.exp = now + ttl
+			status = append(status, LeaseRenewed)
+			continue
+		}
+		st.register(l, now+ttl) // whatever the capacity: new admissions wait for it
+		status = append(status, LeaseReregistered)
+	}
+	rep := RenewReply{Epoch: st.born, Status: status}
+	rep.Paused, rep.Pause, rep.LongestTTL = st.pause(now)
+	pushes, grants := m.grantHeads(req.Name, st, now, "")
+	if err := m.leave(ctx, req.Name, pushes, grants); err != nil {
+		return RenewReply{}, err
+	}
+	return rep, nil
 }
 
-// Release implements [Backend]. It removes both the lease and the queue entry of each ID.
+func (st *memState) register(l Lease, exp int64) {
+	st.held += l.N
+	st.leases[l.ID] = &memLease{n: l.N, capacity: l.Capacity, token: l.Token, exp: exp}
+	st.tok = max(st.tok, l.Token)
+}
+
+// Release implements [Backend]. It removes both the lease and the queue entry of each ID, and
+// grants the queue's head if it fits now.
 func (m *Memory) Release(ctx context.Context, name string, leases []Lease) error {
 	m.check("Release")
-	err := m.release(ctx, name, leases)
-	if err == nil {
-		err = m.reply(ctx)
-	}
-	return err
-}
-
-func (m *Memory) release(ctx context.Context, name string, leases []Lease) error {
 	if err := m.enter(ctx); err != nil {
 		return err
 	}
 	now := m.nowLocked()
-	st := m.state(name, now, 0, false)
+	st := m.state(name, now, 0, 0, false)
 	if st == nil {
-		m.mu.Unlock()
-		return nil
+		return m.leave(ctx, name, nil, nil)
 	}
-	st.purge(now)
+	m.purge(name, st, now)
 	for _, l := range leases {
 		if have := st.leases[l.ID]; have != nil {
 			st.held -= have.n
@@ -516,39 +569,40 @@ func (m *Memory) release(ctx context.Context, name string, leases []Lease) error
 			st.queue = slices.Delete(st.queue, i, i+1)
 		}
 	}
-	wake := st.wake(now, "")
-	m.mu.Unlock()
-	m.publish(name, wake)
-	return nil
+	pushes, grants := m.grantHeads(name, st, now, "")
+	return m.leave(ctx, name, pushes, grants)
 }
 
-// Subscribe implements [Backend]. wake is called on the goroutine whose call let the head in,
+// Subscribe implements [Backend]. deliver is called on the goroutine whose call made the grant,
 // after the backend's lock is released.
-func (m *Memory) Subscribe(ctx context.Context, name string, wake func(id string)) (func(), error) {
+func (m *Memory) Subscribe(ctx context.Context, name, inst string, deliver func(Lease)) (func(), error) {
 	m.check("Subscribe")
-	if wake == nil {
-		panic("fleet: Subscribe: nil wake function")
+	if deliver == nil {
+		panic("fleet: Subscribe: nil deliver function")
 	}
 	if err := m.enter(ctx); err != nil {
 		return nil, err
 	}
-	s := &memSub{wake: wake}
-	if m.subs[name] == nil {
-		m.subs[name] = make(map[*memSub]struct{})
+	s, k := &memSub{deliver: deliver}, subKey{name, inst}
+	if m.subs[k] == nil {
+		m.subs[k] = make(map[*memSub]struct{})
 	}
-	m.subs[name][s] = struct{}{}
-	m.mu.Unlock()
+	m.subs[k][s] = struct{}{}
+	if err := m.leave(ctx, name, nil, nil); err != nil {
+		m.unsubscribe(k, s)
+		return nil, err
+	}
 	var once sync.Once
-	return func() {
-		once.Do(func() {
-			m.mu.Lock()
-			delete(m.subs[name], s)
-			if len(m.subs[name]) == 0 {
-				delete(m.subs, name)
-			}
-			m.mu.Unlock()
-		})
-	}, nil
+	return func() { once.Do(func() { m.unsubscribe(k, s) }) }, nil
+}
+
+func (m *Memory) unsubscribe(k subKey, s *memSub) {
+	m.mu.Lock()
+	delete(m.subs[k], s)
+	if len(m.subs[k]) == 0 {
+		delete(m.subs, k)
+	}
+	m.mu.Unlock()
 }
 
 // rateArgs converts a rate to the bucket's interval and size in the units of gcra.
@@ -575,7 +629,7 @@ func (m *Memory) Reserve(ctx context.Context, req RateRequest) (RateReply, error
 		maxWait = float64(req.MaxWait.Microseconds())
 	}
 	ok, delay, mark := g.reserve(now, interval, size, maxWait)
-	reply := RateReply{OK: ok, Delay: time.Duration(math.Ceil(delay * 1000))}
+	reply := RateReply{OK: ok, Delay: microsToDuration(delay)}
 	if ok {
 		reply.Mark = strconv.FormatFloat(mark, 'f', -1, 64)
 	}

@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -308,7 +307,7 @@ func (l *localBucket) reserve(maxWait time.Duration) *Reservation {
 	l.mu.Lock()
 	ok, delay, mark := l.g.reserve(l.now(), interval, size, mw)
 	l.mu.Unlock()
-	d := time.Duration(math.Ceil(delay * 1000))
+	d := microsToDuration(delay)
 	return &Reservation{ok: ok, delay: d, at: time.Now().Add(d), degraded: true, local: true,
 		mark: strconv.FormatFloat(mark, 'f', -1, 64)}
 }

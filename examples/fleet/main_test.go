@@ -99,5 +99,6 @@ func checkOutput(t *testing.T, got string, replicas, calls int) {
 	for _, m := range perReplica {
 		assert.Equal(t, []string{c, "0", c, c, "0"}, m[1:], "Completed, Rejected, Acquired, Released, LeasesLost")
 	}
-	assert.NotContains(t, got, "level=", "no log records: no outage, no lease lost")
+	assert.NotContains(t, got, "level=WARN", "no warning: no outage, no lease lost")
+	assert.NotContains(t, got, "level=ERROR")
 }

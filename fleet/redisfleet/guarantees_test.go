@@ -257,6 +257,6 @@ func TestRedisGuaranteeRoundTrips(t *testing.T) {
 // deafBackend is a backend whose subscriptions never deliver a message.
 type deafBackend struct{ fleet.Backend }
 
-func (d deafBackend) Subscribe(ctx context.Context, name string, _ func(string)) (func(), error) {
-	return d.Backend.Subscribe(ctx, name, func(string) {})
+func (d deafBackend) Subscribe(ctx context.Context, name, inst string, _ func(fleet.Lease)) (func(), error) {
+	return d.Backend.Subscribe(ctx, name, inst, func(fleet.Lease) {})
 }
