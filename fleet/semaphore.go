@@ -414,6 +414,16 @@ func (s *Semaphore) drainGrants() {
 // onGrant is the subscription's callback: it hands the head its pushed grant, or gives back a
 // grant that nobody waits for any more (its asker left). It never blocks.
 func (s *Semaphore) onGrant(g Lease) {
+	if g.ID == "" {
+		// The subscription was made again, after a reconnect: the backend may have restarted and
+		// lost its data, so held leases renew (and register again) now rather than at their time.
+		s.mu.Lock()
+		if len(s.leases) > 0 {
+			s.renewNow = true
+			s.kickLocked()
+		}
+		s.mu.Unlock()
+	}
 	if p := s.asking.Load(); g.ID == "" || (p != nil && *p == g.ID) {
 		select {
 		case s.grant <- g:

@@ -127,3 +127,70 @@ func TestChaos(t *testing.T) {
 		assert.LessOrEqual(t, up.most[i].Load(), int64(capacity), "phase %q: the upstream saw more than the capacity", phases[i].name)
 	}
 }
+
+// regression: a replica killed with a waiter queued stopped every grant in the fleet for one lease
+// TTL (1.96-1.98 s at a 2 s lease, 15 s at the default): its queue entry lived a TTL and only the
+// head of the queue could be served. Four replica processes of four workers share a capacity of
+// four with a lease of 5 s; two are killed with SIGKILL while none of their calls is in flight (so
+// they hold no permit, but have waiters queued). The longest time without a call start at the
+// upstream, from the kill to 3 s later, must stay within a second, whatever the TTL.
+func TestKillWithWaitersQueuedStallsAtMostASecond(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process")
+	}
+	t.Parallel()
+	const (
+		replicas = 4
+		workers  = 4
+		capacity = 4
+		lease    = 5 * time.Second
+		hold     = 20 * time.Millisecond
+	)
+	srv := redistest.Start(t)
+	up := startUpstream(t, capacity, hold, 0)
+	var rs []*replica
+	for i := range replicas {
+		rs = append(rs, startReplica(t, replicaConfig{
+			ID: i, Redis: srv.Addr, Upstream: up.URL, Name: "kill-queued", Capacity: capacity, Lease: lease, Workers: workers,
+		}))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; i < replicas; {
+		if up.starts[i].Load() > 10 {
+			i++
+			continue
+		}
+		require.True(t, time.Now().Before(deadline), "replica %d never called:\n%s", i, rs[i].out.String())
+		time.Sleep(10 * time.Millisecond)
+	}
+	var gaps []time.Duration
+	for round := range 2 {
+		victims := rs[2*round : 2*round+2]
+		deadline = time.Now().Add(10 * time.Second)
+		// Kill them between their calls: nothing of theirs in flight, their waiters queued.
+		for up.perReplica[victims[0].id].Load() > 0 || up.perReplica[victims[1].id].Load() > 0 {
+			require.True(t, time.Now().Before(deadline), "the victims always had calls in flight")
+			time.Sleep(50 * time.Microsecond)
+		}
+		killed := time.Now()
+		for _, r := range victims {
+			r.kill()
+		}
+		time.Sleep(3 * time.Second)
+		gap := longestGap(up.startsBetween(killed, killed.Add(3*time.Second)), killed, killed.Add(3*time.Second))
+		gaps = append(gaps, gap)
+		if round == 0 { // two more, so that the second round has someone to kill
+			for i := range 2 {
+				rs = append(rs, startReplica(t, replicaConfig{
+					ID: replicas + i, Redis: srv.Addr, Upstream: up.URL, Name: "kill-queued", Capacity: capacity, Lease: lease, Workers: workers,
+				}))
+			}
+			rs[0], rs[1], rs[2], rs[3], rs[4], rs[5] = rs[2], rs[3], rs[4], rs[5], rs[0], rs[1]
+		}
+	}
+	t.Logf("longest time without a grant after a kill with waiters queued (lease %v): %v", lease, gaps)
+	for _, g := range gaps {
+		assert.LessOrEqual(t, g, time.Second, "a dead replica's queued waiter stalled the fleet")
+	}
+	assert.LessOrEqual(t, up.most[0].Load(), int64(capacity))
+}
