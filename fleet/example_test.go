@@ -145,23 +145,30 @@ func ExampleWhenUnavailable() {
 }
 
 // A backend that loses its data (a Redis restarted without persistence): the permit held across
-// the loss registers again on its next renewal, and new permits wait one lease TTL, so the bound
-// holds throughout.
+// the loss registers again, and new permits wait one lease TTL, so the bound holds throughout.
+// The pause is in Stats (and logged once, with its reason).
 func ExampleMemory_Restart() {
 	backend := fleet.NewMemory()
-	sem := fleet.New(backend, "api", 1, fleet.WithLease(time.Second), fleet.WithLogger(nil))
+	sem := fleet.New(backend, "api", 2, fleet.WithLease(time.Second), fleet.WithLogger(nil))
 	defer sem.Close()
 	p, _ := sem.Acquire(context.Background(), 1)
 
 	backend.Restart()
 	fmt.Println("held on the backend after the loss:", backend.Held("api"))
-	time.Sleep(400 * time.Millisecond) // a renewal (every TTL/3)
-	fmt.Println("held after the next renewal:", backend.Held("api"))
+	_, err := sem.AcquireTimeout(context.Background(), 1, 0) // sees the loss
+	fmt.Println("a new permit at once:", err)
+	fmt.Println("paused:", !sem.Stats().PausedUntil.IsZero())
+	for backend.Held("api") == 0 { // seeing the loss, the holder renews at once: it registers again
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Println("held after the renewal:", backend.Held("api"))
 	fmt.Println("still ours:", p.Context().Err() == nil)
 	p.Release()
 	// Output:
 	// held on the backend after the loss: 0
-	// held after the next renewal: 1
+	// a new permit at once: fleet: acquire timed out
+	// paused: true
+	// held after the renewal: 1
 	// still ours: true
 }
 

@@ -118,3 +118,26 @@ func TestRedisFrozenBoundsEveryAcquire(t *testing.T) {
 		})
 	}
 }
+
+// regression: replicas with different lease TTLs — after Redis lost its data, admission paused
+// only for the TTL of the request that re-created the state, so a 1 s-lease replica was admitted
+// while a 6 s holder's lease was live (2 held for a capacity of 1, for about a second).
+func TestRedisPauseAfterALossCoversTheLongestLease(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	long := process(t, srv, "api", 1, fleet.WithLease(6*time.Second))
+	short := process(t, srv, "api", 1)
+	warm(t, short)
+	p, err := long.Acquire(t.Context(), 1)
+	require.NoError(t, err)
+	_, err = short.AcquireTimeout(t.Context(), 1, 0) // short sees the name in use
+	require.ErrorIs(t, err, fleet.ErrTimeout)
+	srv.Restart() // no persistence: every key is gone
+	_, err = short.AcquireTimeout(t.Context(), 1, 4*time.Second)
+	require.ErrorIs(t, err, fleet.ErrTimeout, "the long lease is held throughout: nothing is admitted beside it")
+	require.NoError(t, p.Context().Err())
+	p.Release()
+	q, err := short.AcquireTimeout(t.Context(), 1, 10*time.Second)
+	require.NoError(t, err, "released, its permit is free again once the pause is over")
+	q.Release()
+}

@@ -273,14 +273,15 @@ func (s *Server) Restart() {
 }
 
 // Options returns client options for the server: ctx deadlines reach the network
-// (ContextTimeoutEnabled), and timeouts are short, as a test wants them.
+// (ContextTimeoutEnabled), and the client's own timeouts are long enough for a loaded machine
+// (10 s): a test that wants an unreachable Redis to show sooner sets its own.
 func (s *Server) Options() *redis.Options {
 	return &redis.Options{
 		Addr:                  s.Addr,
 		ContextTimeoutEnabled: true,
-		DialTimeout:           time.Second,
-		ReadTimeout:           2 * time.Second,
-		WriteTimeout:          2 * time.Second,
+		DialTimeout:           5 * time.Second,
+		ReadTimeout:           10 * time.Second,
+		WriteTimeout:          10 * time.Second,
 	}
 }
 
