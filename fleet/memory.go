@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/goloom/loom/internal/gcra"
 )
 
 // errDown is what every call into a [Memory] returns while it is down.
@@ -45,7 +47,7 @@ type Memory struct {
 	lost  bool  // Restart was called: state created from now on waits one TTL before admitting
 	born  int64 // the last epoch handed out: epochs differ even if the clock stands still
 	names map[string]*memState
-	rates map[string]*gcra
+	rates map[string]*gcra.Bucket
 	// subs are the subscriptions by name and instance; they outlive a Restart, as clients
 	// reconnect. A queued request that listens for pushes is alive while its instance has one.
 	subs map[subKey]map[*memSub]struct{}
@@ -93,7 +95,7 @@ func NewMemory() *Memory {
 	return &Memory{
 		made:  true,
 		names: make(map[string]*memState),
-		rates: make(map[string]*gcra),
+		rates: make(map[string]*gcra.Bucket),
 		subs:  make(map[subKey]map[*memSub]struct{}),
 	}
 }
@@ -119,7 +121,7 @@ func (m *Memory) Restart() {
 	m.check("Restart")
 	m.mu.Lock()
 	m.names = make(map[string]*memState)
-	m.rates = make(map[string]*gcra)
+	m.rates = make(map[string]*gcra.Bucket)
 	m.lost = true
 	m.inc++
 	m.mu.Unlock()
@@ -160,10 +162,9 @@ func (m *Memory) SetLatency(d time.Duration) {
 	m.mu.Unlock()
 }
 
-// A MemorySnapshot is the whole state of a [Memory] at one instant, for [Memory.Restore].
+// A MemorySnapshot is the state of a [Memory]'s semaphores at one instant, for [Memory.Restore].
 type MemorySnapshot struct {
 	names map[string]*memState
-	rates map[string]*gcra
 }
 
 // Snapshot copies the backend's state, as Redis saves an RDB snapshot.
@@ -171,20 +172,21 @@ func (m *Memory) Snapshot() *MemorySnapshot {
 	m.check("Snapshot")
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return &MemorySnapshot{names: copyNames(m.names), rates: copyRates(m.rates)}
+	return &MemorySnapshot{names: copyNames(m.names)}
 }
 
 // Restore brings back the state of snap, as a Redis restarted from an older RDB snapshot (or
 // from an AOF that lost its last second, or a replica promoted before it caught up): leases,
-// queues and token counters go back to that instant, as a restarted server would hold them.
-// Subscriptions survive, as clients resubscribe after a reconnect.
+// queues and token counters go back to that instant, as a restarted server would hold them;
+// rate buckets come back full (a bucket from an older instant is fuller anyway). Subscriptions
+// survive, as clients resubscribe after a reconnect.
 func (m *Memory) Restore(snap *MemorySnapshot) {
 	m.check("Restore")
 	if snap == nil {
 		panic("fleet: Restore: nil snapshot")
 	}
 	m.mu.Lock()
-	m.names, m.rates = copyNames(snap.names), copyRates(snap.rates)
+	m.names, m.rates = copyNames(snap.names), make(map[string]*gcra.Bucket)
 	m.inc++
 	m.mu.Unlock()
 }
@@ -203,15 +205,6 @@ func copyNames(src map[string]*memState) map[string]*memState {
 			ce := *e
 			c.queue[i] = &ce
 		}
-		dst[name] = &c
-	}
-	return dst
-}
-
-func copyRates(src map[string]*gcra) map[string]*gcra {
-	dst := make(map[string]*gcra, len(src))
-	for name, g := range src {
-		c := *g
 		dst[name] = &c
 	}
 	return dst
@@ -605,53 +598,51 @@ func (m *Memory) unsubscribe(k subKey, s *memSub) {
 	m.mu.Unlock()
 }
 
-// rateArgs converts a rate to the bucket's interval and size in the units of gcra.
-func rateArgs(perSecond float64, burst int64) (interval, size float64) {
-	return 1e6 / perSecond, float64(burst)
-}
-
-// Reserve implements [Backend].
+// Reserve implements [Backend], on internal/gcra's bucket, on the backend's clock.
 func (m *Memory) Reserve(ctx context.Context, req RateRequest) (RateReply, error) {
 	m.check("Reserve")
+	if !(req.PerSecond > 0) || req.Burst < 1 {
+		return RateReply{}, fmt.Errorf("fleet: Reserve: bad rate %v, burst %d", req.PerSecond, req.Burst)
+	}
 	if err := m.enter(ctx); err != nil {
 		return RateReply{}, err
 	}
 	defer m.mu.Unlock()
-	now := float64(m.nowLocked())
-	g := m.rates[req.Name]
-	if g == nil {
-		g = new(gcra)
-		m.rates[req.Name] = g
+	b := m.rates[req.Name]
+	if b == nil {
+		b = new(gcra.Bucket)
+		m.rates[req.Name] = b
 	}
-	interval, size := rateArgs(req.PerSecond, req.Burst)
-	maxWait := -1.0
-	if req.MaxWait >= 0 {
-		maxWait = float64(req.MaxWait.Microseconds())
+	maxWait := req.MaxWait
+	if maxWait < 0 {
+		maxWait = -1
 	}
-	ok, delay, mark := g.reserve(now, interval, size, maxWait)
-	reply := RateReply{OK: ok, Delay: microsToDuration(delay)}
+	ok, delay, mark := b.Reserve(gcra.NewRate(req.PerSecond, req.Burst), m.clockLocked(), maxWait)
+	reply := RateReply{OK: ok, Delay: delay}
 	if ok {
-		reply.Mark = strconv.FormatFloat(mark, 'f', -1, 64)
+		reply.Mark = strconv.FormatInt(mark, 10)
 	}
 	return reply, nil
+}
+
+// clockLocked is the backend's clock as the rate buckets read it: nanoseconds, never below zero.
+func (m *Memory) clockLocked() time.Duration {
+	return time.Duration(max(time.Now().Add(m.skew).UnixNano(), 0))
 }
 
 // CancelReservation implements [Backend].
 func (m *Memory) CancelReservation(ctx context.Context, req RateCancel) error {
 	m.check("CancelReservation")
-	mark, err := strconv.ParseFloat(req.Mark, 64)
-	if err != nil {
-		return fmt.Errorf("fleet: CancelReservation: bad mark %q", req.Mark)
+	mark, err := strconv.ParseInt(req.Mark, 10, 64)
+	if err != nil || !(req.PerSecond > 0) || req.Burst < 1 {
+		return fmt.Errorf("fleet: CancelReservation: bad reservation %q (rate %v, burst %d)", req.Mark, req.PerSecond, req.Burst)
 	}
 	if err := m.enter(ctx); err != nil {
 		return err
 	}
 	defer m.mu.Unlock()
-	g := m.rates[req.Name]
-	if g == nil {
-		return nil
+	if b := m.rates[req.Name]; b != nil {
+		b.Cancel(gcra.NewRate(req.PerSecond, req.Burst), m.clockLocked(), mark)
 	}
-	interval, size := rateArgs(req.PerSecond, req.Burst)
-	g.cancel(float64(m.nowLocked()), interval, size, mark)
 	return nil
 }

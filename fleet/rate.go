@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/goloom/loom/internal/gcra"
 )
 
 // MaxRate is the highest rate, in tokens per second, that [NewRate] accepts.
@@ -77,7 +78,7 @@ func NewRate(b Backend, name string, perSecond float64, burst int, opts ...Optio
 	r := &Rate{b: b, name: name, perSecond: perSecond, burst: int64(burst), cfg: c}
 	r.health = health{what: "rate", name: name, mode: c.mode, logger: c.logger, probe: 500 * time.Millisecond}
 	if c.mode.kind == degrade {
-		r.local = &localBucket{base: time.Now(), perSecond: float64(c.mode.limit), burst: c.mode.limit}
+		r.local = newLocalBucket(c.mode.limit)
 	}
 	return r
 }
@@ -287,38 +288,26 @@ func (v *Reservation) Cancel() {
 	r.cancelled.Add(1)
 }
 
-// localBucket is a process's own bucket, for Degrade(n) while the backend is down.
+// localBucket is a process's own bucket, for Degrade(n) while the backend is down: n tokens a
+// second in bursts of n, on internal/gcra's bucket.
 type localBucket struct {
-	base      time.Time // its clock: microseconds since base (monotonic)
-	perSecond float64
-	burst     int64
-	mu        sync.Mutex
-	g         gcra
+	base time.Time // its clock: time since base (monotonic)
+	rate gcra.Rate
+	b    gcra.Bucket
 }
 
-func (l *localBucket) now() float64 { return float64(time.Since(l.base).Microseconds()) }
+func newLocalBucket(n int64) *localBucket {
+	return &localBucket{base: time.Now(), rate: gcra.NewRate(float64(n), n)}
+}
 
 func (l *localBucket) reserve(maxWait time.Duration) *Reservation {
-	interval, size := rateArgs(l.perSecond, l.burst)
-	mw := -1.0
-	if maxWait >= 0 {
-		mw = float64(maxWait.Microseconds())
-	}
-	l.mu.Lock()
-	ok, delay, mark := l.g.reserve(l.now(), interval, size, mw)
-	l.mu.Unlock()
-	d := microsToDuration(delay)
+	ok, d, mark := l.b.Reserve(l.rate, time.Since(l.base), maxWait)
 	return &Reservation{ok: ok, delay: d, at: time.Now().Add(d), degraded: true, local: true,
-		mark: strconv.FormatFloat(mark, 'f', -1, 64)}
+		mark: strconv.FormatInt(mark, 10)}
 }
 
 func (l *localBucket) cancel(mark string) {
-	m, err := strconv.ParseFloat(mark, 64)
-	if err != nil {
-		return
+	if m, err := strconv.ParseInt(mark, 10, 64); err == nil {
+		l.b.Cancel(l.rate, time.Since(l.base), m)
 	}
-	interval, size := rateArgs(l.perSecond, l.burst)
-	l.mu.Lock()
-	l.g.cancel(l.now(), interval, size, m)
-	l.mu.Unlock()
 }
