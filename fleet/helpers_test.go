@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/fleet/fleetdriver"
 )
 
 const ttl = time.Second // the shortest lease: tests run under synctest, or want expiries soon
@@ -76,32 +77,32 @@ func (p *partition) lost() bool {
 
 var errLostReply = errors.New("partition: reply lost")
 
-func (p *partition) Acquire(ctx context.Context, req fleet.AcquireRequest) (fleet.AcquireReply, error) {
+func (p *partition) Acquire(ctx context.Context, req fleetdriver.AcquireRequest) (fleetdriver.AcquireReply, error) {
 	if err := p.fail(); err != nil {
-		return fleet.AcquireReply{}, err
+		return fleetdriver.AcquireReply{}, err
 	}
 	r, err := p.b.Acquire(ctx, req)
 	if d := p.slow.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
 	if err == nil && p.lost() {
-		return fleet.AcquireReply{}, errLostReply
+		return fleetdriver.AcquireReply{}, errLostReply
 	}
 	return r, err
 }
 
-func (p *partition) Renew(ctx context.Context, req fleet.RenewRequest) (fleet.RenewReply, error) {
+func (p *partition) Renew(ctx context.Context, req fleetdriver.RenewRequest) (fleetdriver.RenewReply, error) {
 	if err := p.fail(); err != nil {
-		return fleet.RenewReply{}, err
+		return fleetdriver.RenewReply{}, err
 	}
 	r, err := p.b.Renew(ctx, req)
 	if err == nil && p.lost() {
-		return fleet.RenewReply{}, errLostReply
+		return fleetdriver.RenewReply{}, errLostReply
 	}
 	return r, err
 }
 
-func (p *partition) Release(ctx context.Context, name string, leases []fleet.Lease) error {
+func (p *partition) Release(ctx context.Context, name string, leases []fleetdriver.Lease) error {
 	if err := p.fail(); err != nil {
 		return err
 	}
@@ -112,11 +113,11 @@ func (p *partition) Release(ctx context.Context, name string, leases []fleet.Lea
 	return err
 }
 
-func (p *partition) Subscribe(ctx context.Context, name, inst string, deliver func(fleet.Lease)) (func(), error) {
+func (p *partition) Subscribe(ctx context.Context, name, inst string, deliver func(fleetdriver.Lease)) (func(), error) {
 	if err := p.fail(); err != nil {
 		return nil, err
 	}
-	stop, err := p.b.Subscribe(ctx, name, inst, func(g fleet.Lease) {
+	stop, err := p.b.Subscribe(ctx, name, inst, func(g fleetdriver.Lease) {
 		if !p.deaf.Load() && !p.cut.Load() {
 			deliver(g)
 		}
@@ -129,18 +130,18 @@ func (p *partition) Subscribe(ctx context.Context, name, inst string, deliver fu
 	return stop, err
 }
 
-func (p *partition) Reserve(ctx context.Context, req fleet.RateRequest) (fleet.RateReply, error) {
+func (p *partition) Reserve(ctx context.Context, req fleetdriver.RateRequest) (fleetdriver.RateReply, error) {
 	if err := p.fail(); err != nil {
-		return fleet.RateReply{}, err
+		return fleetdriver.RateReply{}, err
 	}
 	r, err := p.b.Reserve(ctx, req)
 	if err == nil && p.lost() {
-		return fleet.RateReply{}, errLostReply
+		return fleetdriver.RateReply{}, errLostReply
 	}
 	return r, err
 }
 
-func (p *partition) CancelReservation(ctx context.Context, req fleet.RateCancel) error {
+func (p *partition) CancelReservation(ctx context.Context, req fleetdriver.RateCancel) error {
 	if err := p.fail(); err != nil {
 		return err
 	}

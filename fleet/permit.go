@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"github.com/goloom/loom/fleet/fleetdriver"
 	"sync/atomic"
 	"time"
 )
@@ -12,9 +13,9 @@ import (
 // by then. The zero value is not usable. A Permit is safe for concurrent use.
 type Permit struct {
 	s        *Semaphore
-	lease    Lease // ID, N, Token fixed; Epoch guarded by s.mu
-	degraded bool  // granted without a lease (it may have registered as one since)
-	fromDegr bool  // holds N of the Semaphore's Degrade permits until it ends
+	lease    fleetdriver.Lease // ID, N, Token fixed; Epoch guarded by s.mu
+	degraded bool              // granted without a lease (it may have registered as one since)
+	fromDegr bool              // holds N of the Semaphore's Degrade permits until it ends
 	gaveDegr atomic.Bool
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
@@ -24,7 +25,7 @@ type Permit struct {
 	deadline time.Time
 }
 
-func newPermit(s *Semaphore, lease Lease, degraded bool) *Permit {
+func newPermit(s *Semaphore, lease fleetdriver.Lease, degraded bool) *Permit {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Permit{s: s, lease: lease, degraded: degraded, ctx: ctx, cancel: cancel}
 }
@@ -78,8 +79,8 @@ func (p *Permit) Release() {
 	s.mu.Unlock()
 	p.giveDegr()
 	if leased {
-		if err := s.releaseNow([]Lease{lease}); err != nil {
-			s.retry([]Lease{lease}, time.Now().Add(s.cfg.ttl))
+		if err := s.releaseNow([]fleetdriver.Lease{lease}); err != nil {
+			s.retry([]fleetdriver.Lease{lease}, time.Now().Add(s.cfg.ttl))
 		}
 	}
 }

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"github.com/goloom/loom/fleet/fleetdriver"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -121,7 +122,7 @@ func (r *Rate) Reserve(ctx context.Context, maxWait time.Duration) (*Reservation
 		return r.fallback(maxWait, nil)
 	}
 	r.roundTrips.Add(1)
-	rep, err := r.b.Reserve(ctx, RateRequest{Name: r.name, PerSecond: r.perSecond, Burst: r.burst, MaxWait: maxWait})
+	rep, err := r.b.Reserve(ctx, fleetdriver.RateRequest{Name: r.name, PerSecond: r.perSecond, Burst: r.burst, MaxWait: maxWait})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctxErr(ctx)
@@ -278,7 +279,7 @@ func (v *Reservation) Cancel() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		r.roundTrips.Add(1)
-		err := r.b.CancelReservation(ctx, RateCancel{Name: r.name, PerSecond: r.perSecond, Burst: r.burst, Mark: v.mark})
+		err := r.b.CancelReservation(ctx, fleetdriver.RateCancel{Name: r.name, PerSecond: r.perSecond, Burst: r.burst, Mark: v.mark})
 		if err != nil {
 			r.health.failed(err)
 			return

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"github.com/goloom/loom/fleet/fleetdriver"
 	"log/slog"
 	"time"
 )
@@ -59,7 +60,7 @@ func (s *Semaphore) flush() time.Duration {
 	s.pending = nil
 	s.mu.Unlock()
 
-	leases := make([]Lease, 0, len(batch))
+	leases := make([]fleetdriver.Lease, 0, len(batch))
 	for _, r := range batch {
 		leases = append(leases, r.lease)
 	}
@@ -113,7 +114,7 @@ func (s *Semaphore) renew() time.Duration {
 	// Invariant: permits lists the permits in the order of the request's leases, Leases first,
 	// then Register; the reply's statuses follow the same order.
 	permits := make([]*Permit, 0, len(s.leases)+len(s.degraded))
-	req := RenewRequest{Name: s.name, TTL: s.cfg.ttl, Seen: s.seen.Load(), LongestTTL: time.Duration(s.longest.Load())}
+	req := fleetdriver.RenewRequest{Name: s.name, TTL: s.cfg.ttl, Seen: s.seen.Load(), LongestTTL: time.Duration(s.longest.Load())}
 	for _, p := range s.leases {
 		permits = append(permits, p)
 		req.Leases = append(req.Leases, p.lease)
@@ -168,7 +169,7 @@ func (s *Semaphore) renew() time.Duration {
 		}
 		live := s.leases[p.lease.ID] == p
 		switch {
-		case st != LeaseRenewed && st != LeaseReregistered:
+		case st != fleetdriver.LeaseRenewed && st != fleetdriver.LeaseReregistered:
 			if live {
 				s.loseLocked(p)
 				lost = append(lost, p)
@@ -176,11 +177,11 @@ func (s *Semaphore) renew() time.Duration {
 		case live:
 			// The renewal was sent at sent: the backend's new expiry is later than this.
 			p.deadline = sent.Add(s.cfg.ttl)
-			if st == LeaseReregistered {
+			if st == fleetdriver.LeaseReregistered {
 				p.lease.Epoch = rep.Epoch
 				reregistered++
 			}
-		case st == LeaseReregistered:
+		case st == fleetdriver.LeaseReregistered:
 			// Released while the renewal was on its way: the release found nothing (the data was
 			// lost), and the renewal registered it again. Release it once more.
 			s.pending = append(s.pending, pendingRelease{lease: p.lease, until: sent.Add(s.cfg.ttl)})

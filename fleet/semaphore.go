@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/goloom/loom/fleet/fleetdriver"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -53,16 +54,16 @@ type Semaphore struct {
 	// asking is the lease ID the head waits on; grants pushed for it go to grant. Only the head
 	// (the holder of turn) stores a non-nil ID, so grant has one reader at a time.
 	asking  atomic.Pointer[string]
-	grant   chan Lease    // pushed grants (and zero Leases: "ask again") for the head
-	kick    chan struct{} // one token: the worker has something to do
-	closing chan struct{} // closed by Close
-	stopped chan struct{} // closed when the worker has returned
-	isDone  atomic.Bool   // Close has begun
-	epoch   atomic.Int64  // the backend epoch last seen; 0 before the first reply
-	seen    atomic.Uint64 // the largest token seen: the backend's new tokens are larger
-	longest atomic.Int64  // the longest lease TTL the backend says is in use for the name (ns)
-	paused  atomic.Int64  // unix ns until which the backend admits nothing new (after a loss)
-	pauseAt atomic.Int64  // the epoch whose pause was logged: one line per pause
+	grant   chan fleetdriver.Lease // pushed grants (and zero Leases: "ask again") for the head
+	kick    chan struct{}          // one token: the worker has something to do
+	closing chan struct{}          // closed by Close
+	stopped chan struct{}          // closed when the worker has returned
+	isDone  atomic.Bool            // Close has begun
+	epoch   atomic.Int64           // the backend epoch last seen; 0 before the first reply
+	seen    atomic.Uint64          // the largest token seen: the backend's new tokens are larger
+	longest atomic.Int64           // the longest lease TTL the backend says is in use for the name (ns)
+	paused  atomic.Int64           // unix ns until which the backend admits nothing new (after a loss)
+	pauseAt atomic.Int64           // the epoch whose pause was logged: one line per pause
 
 	health health
 	count  counters
@@ -89,7 +90,7 @@ type Semaphore struct {
 // it was lost, or a Release could not reach the backend. It is retried with backoff until it
 // succeeds, until it is moot (the backend has expired it by then: until), or until Close.
 type pendingRelease struct {
-	lease Lease
+	lease fleetdriver.Lease
 	until time.Time
 }
 
@@ -130,7 +131,7 @@ func New(b Backend, name string, capacity int64, opts ...Option) *Semaphore {
 		cfg:       c,
 		inst:      instanceID(),
 		turn:      sema.New(1, true),
-		grant:     make(chan Lease, 4),
+		grant:     make(chan fleetdriver.Lease, 4),
 		kick:      make(chan struct{}, 1),
 		closing:   make(chan struct{}),
 		stopped:   make(chan struct{}),
@@ -311,13 +312,13 @@ func (s *Semaphore) acquire(ctx context.Context, op string, n int64, timed bool,
 // which keeps its place alive), or for the end of the wait. again means the grant came with its
 // lease already expired (given back): ask once more with a new lease.
 func (s *Semaphore) ask(w *wait) (p *Permit, err error, again bool) {
-	lease := Lease{ID: s.inst + "." + strconv.FormatUint(s.seq.Add(1), 36), N: w.n, Capacity: s.capacity}
+	lease := fleetdriver.Lease{ID: s.inst + "." + strconv.FormatUint(s.seq.Add(1), 36), N: w.n, Capacity: s.capacity}
 	s.drainGrants()
 	// Listen for our ID before the first request goes out: the backend may grant us the moment
 	// it has queued us, before its reply is back.
 	s.asking.Store(&lease.ID)
 	defer s.asking.Store(nil)
-	req := AcquireRequest{Name: s.name, Lease: lease, TTL: s.cfg.ttl, Wait: !w.tryOnce, Heartbeat: queueHeartbeat}
+	req := fleetdriver.AcquireRequest{Name: s.name, Lease: lease, TTL: s.cfg.ttl, Wait: !w.tryOnce, Heartbeat: queueHeartbeat}
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -378,7 +379,7 @@ func (s *Semaphore) ask(w *wait) (p *Permit, err error, again bool) {
 		case g := <-s.grant:
 			switch g.ID {
 			case lease.ID:
-				s.see(g.Epoch, 0, PauseNone, 0, g.Token, false)
+				s.see(g.Epoch, 0, fleetdriver.PauseNone, 0, g.Token, false)
 				lease.Token, lease.Epoch = g.Token, g.Epoch
 				return s.granted(w, lease, safe)
 			case "": // grants may have been missed: ask again
@@ -413,7 +414,7 @@ func (s *Semaphore) drainGrants() {
 
 // onGrant is the subscription's callback: it hands the head its pushed grant, or gives back a
 // grant that nobody waits for any more (its asker left). It never blocks.
-func (s *Semaphore) onGrant(g Lease) {
+func (s *Semaphore) onGrant(g fleetdriver.Lease) {
 	if g.ID == "" {
 		// The subscription was made again, after a reconnect: the backend may have restarted and
 		// lost its data, so held leases renew (and register again) now rather than at their time.
@@ -439,7 +440,7 @@ func (s *Semaphore) onGrant(g Lease) {
 
 // stray handles a pushed grant that no head took: if its head learned of it from a reply and
 // holds it as a permit, nothing; else nobody wants it, and it is given back.
-func (s *Semaphore) stray(g Lease) {
+func (s *Semaphore) stray(g fleetdriver.Lease) {
 	s.mu.Lock()
 	_, held := s.leases[g.ID]
 	s.mu.Unlock()
@@ -488,7 +489,7 @@ func (s *Semaphore) subscribe(ctx context.Context) bool {
 // granted turns a granted lease into a live Permit. Its deadline counts the TTL from safe (see
 // ask); a grant whose lease has expired by then is given back and asked for again, and one that
 // came after the wait ended, or after Close, is given back.
-func (s *Semaphore) granted(w *wait, lease Lease, safe time.Time) (*Permit, error, bool) {
+func (s *Semaphore) granted(w *wait, lease fleetdriver.Lease, safe time.Time) (*Permit, error, bool) {
 	deadline := safe.Add(s.cfg.ttl)
 	if !time.Now().Before(deadline) {
 		s.abandon(lease)
@@ -501,7 +502,7 @@ func (s *Semaphore) granted(w *wait, lease Lease, safe time.Time) (*Permit, erro
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		s.releaseNow([]Lease{lease})
+		s.releaseNow([]fleetdriver.Lease{lease})
 		p.cancel(errCloseLost)
 		return nil, ErrClosed, false
 	}
@@ -579,7 +580,7 @@ func (s *Semaphore) fallback(w *wait, cause error) (*Permit, error) {
 // grantDegraded returns a permit granted without a lease; fromDegr says it holds n of degr's
 // permits. It has a lease ID all the same: once the backend answers again, it registers under it.
 func (s *Semaphore) grantDegraded(n int64, fromDegr bool) (*Permit, error) {
-	lease := Lease{ID: s.inst + "." + strconv.FormatUint(s.seq.Add(1), 36), N: n, Capacity: s.capacity}
+	lease := fleetdriver.Lease{ID: s.inst + "." + strconv.FormatUint(s.seq.Add(1), 36), N: n, Capacity: s.capacity}
 	p := newPermit(s, lease, true)
 	p.fromDegr = fromDegr
 	s.mu.Lock()
@@ -599,13 +600,13 @@ func (s *Semaphore) grantDegraded(n int64, fromDegr bool) (*Permit, error) {
 // abandon gives back, in the background, a request that may have reached the backend: the lease
 // it may have been granted, or its place in the queue. A grant made after this expires within a
 // TTL on its own, so retrying longer is moot.
-func (s *Semaphore) abandon(lease Lease) {
-	s.retry([]Lease{lease}, time.Now().Add(s.cfg.ttl))
+func (s *Semaphore) abandon(lease fleetdriver.Lease) {
+	s.retry([]fleetdriver.Lease{lease}, time.Now().Add(s.cfg.ttl))
 }
 
 // retry queues leases for the worker to release, with backoff, until it succeeds, until until
 // (when the backend has dropped them anyway), or until Close.
-func (s *Semaphore) retry(leases []Lease, until time.Time) {
+func (s *Semaphore) retry(leases []fleetdriver.Lease, until time.Time) {
 	s.mu.Lock()
 	if s.closed { // the worker may be gone: one last try now
 		s.mu.Unlock()
@@ -620,7 +621,7 @@ func (s *Semaphore) retry(leases []Lease, until time.Time) {
 }
 
 // releaseNow releases leases on the backend, within the time of a renewal.
-func (s *Semaphore) releaseNow(leases []Lease) error {
+func (s *Semaphore) releaseNow(leases []fleetdriver.Lease) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ttl/3)
 	defer cancel()
 	s.count.roundTrips.Add(1)
@@ -659,7 +660,7 @@ func (s *Semaphore) ok() {
 // this name's state: held leases must re-register before they expire, so an Acquire that sees it
 // asks for a renewal at once), an admission pause (logged once, with its reason and end), the
 // longest TTL in use, and the largest token.
-func (s *Semaphore) see(e int64, paused time.Duration, why PauseReason, longest time.Duration, token uint64, fromAcquire bool) {
+func (s *Semaphore) see(e int64, paused time.Duration, why fleetdriver.PauseReason, longest time.Duration, token uint64, fromAcquire bool) {
 	for old := s.seen.Load(); token > old && !s.seen.CompareAndSwap(old, token); old = s.seen.Load() {
 	}
 	if longest > 0 {
@@ -672,7 +673,7 @@ func (s *Semaphore) see(e int64, paused time.Duration, why PauseReason, longest 
 			// A name's first use on a backend pauses too (it cannot tell a new name from a lost
 			// one): that is expected, not a warning.
 			level := slog.LevelWarn
-			if why == PauseNoState {
+			if why == fleetdriver.PauseNoState {
 				level = slog.LevelInfo
 			}
 			s.log(level, "fleet: the backend admits no new permits of this name until held leases had time to register again",
@@ -747,7 +748,7 @@ func (s *Semaphore) Close() error {
 	<-s.stopped // from here on, nothing adds to pending: late arrivals release on their own
 
 	s.mu.Lock()
-	var leases []Lease
+	var leases []fleetdriver.Lease
 	for _, r := range s.pending {
 		leases = append(leases, r.lease)
 	}

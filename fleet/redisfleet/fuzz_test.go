@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/fleet/fleetdriver"
 	"github.com/goloom/loom/fleet/redisfleet"
 )
 
@@ -41,7 +42,7 @@ func FuzzKeys(f *testing.F) {
 			}
 		}
 		id := a + ".1" // IDs are the Semaphore's, but the member must give back any ID
-		m := redisfleet.Member(fleet.Lease{ID: id, N: 3, Capacity: 40})
+		m := redisfleet.Member(fleetdriver.Lease{ID: id, N: 3, Capacity: 40})
 		if got := redisfleet.IDOf(m); got != id {
 			t.Fatalf("member %q gives back ID %q, not %q", m, got, id)
 		}

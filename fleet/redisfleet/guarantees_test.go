@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/fleet/fleetdriver"
 	"github.com/goloom/loom/fleet/redisfleet"
 	"github.com/goloom/loom/internal/redistest"
 )
@@ -257,6 +258,6 @@ func TestRedisGuaranteeRoundTrips(t *testing.T) {
 // deafBackend is a backend whose subscriptions never deliver a message.
 type deafBackend struct{ fleet.Backend }
 
-func (d deafBackend) Subscribe(ctx context.Context, name, inst string, _ func(fleet.Lease)) (func(), error) {
-	return d.Backend.Subscribe(ctx, name, inst, func(fleet.Lease) {})
+func (d deafBackend) Subscribe(ctx context.Context, name, inst string, _ func(fleetdriver.Lease)) (func(), error) {
+	return d.Backend.Subscribe(ctx, name, inst, func(fleetdriver.Lease) {})
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/fleet/fleetdriver"
 )
 
 // New returns a [fleet.Backend] on the Redis behind c: a *redis.Client, a *redis.ClusterClient,
@@ -56,7 +57,7 @@ type backend struct {
 	c redis.UniversalClient
 }
 
-func member(l fleet.Lease) string {
+func member(l fleetdriver.Lease) string {
 	return l.ID + ":" + strconv.FormatInt(l.Capacity, 10) + ":" + strconv.FormatInt(l.N, 10)
 }
 
@@ -91,15 +92,15 @@ func boolArg(b bool) string {
 	return "0"
 }
 
-func (b *backend) Acquire(ctx context.Context, req fleet.AcquireRequest) (fleet.AcquireReply, error) {
+func (b *backend) Acquire(ctx context.Context, req fleetdriver.AcquireRequest) (fleetdriver.AcquireReply, error) {
 	if err := checkName("Acquire", req.Name); err != nil {
-		return fleet.AcquireReply{}, err
+		return fleetdriver.AcquireReply{}, err
 	}
 	k := keysOf(req.Name)
 	v, err := acquireScript.Run(ctx, b.c, k.sem, member(req.Lease), micros(req.TTL), boolArg(req.Wait),
 		micros(req.Heartbeat), boolArg(req.Push), strconv.FormatUint(req.Seen, 10), micros(req.LongestTTL)).Slice()
 	if err != nil {
-		return fleet.AcquireReply{}, err
+		return fleetdriver.AcquireReply{}, err
 	}
 	return parseAcquire(v)
 }
@@ -117,24 +118,24 @@ func ints(op string, v []any, n []int64) error {
 }
 
 // pause reads the pause, its reason and the longest TTL of a reply.
-func pause(us, why, longest int64) (time.Duration, fleet.PauseReason, time.Duration, bool) {
-	if us < 0 || why < 0 || why > int64(fleet.PauseWentBack) || longest < 0 || (us > 0) != (why > 0) {
+func pause(us, why, longest int64) (time.Duration, fleetdriver.PauseReason, time.Duration, bool) {
+	if us < 0 || why < 0 || why > int64(fleetdriver.PauseWentBack) || longest < 0 || (us > 0) != (why > 0) {
 		return 0, 0, 0, false
 	}
-	return microsToDuration(us), fleet.PauseReason(why), microsToDuration(longest), true
+	return microsToDuration(us), fleetdriver.PauseReason(why), microsToDuration(longest), true
 }
 
 // parseAcquire reads the acquire script's reply: {1, token, epoch, paused, why, longest} or
 // {0, retry-in µs, epoch, paused, why, longest}.
-func parseAcquire(v []any) (fleet.AcquireReply, error) {
+func parseAcquire(v []any) (fleetdriver.AcquireReply, error) {
 	if len(v) != 6 {
-		return fleet.AcquireReply{}, fmt.Errorf("redisfleet: acquire: reply of %d elements", len(v))
+		return fleetdriver.AcquireReply{}, fmt.Errorf("redisfleet: acquire: reply of %d elements", len(v))
 	}
 	var n [6]int64
 	if err := ints("acquire", v, n[:]); err != nil {
-		return fleet.AcquireReply{}, err
+		return fleetdriver.AcquireReply{}, err
 	}
-	var rep fleet.AcquireReply
+	var rep fleetdriver.AcquireReply
 	var ok bool
 	rep.Paused, rep.Pause, rep.LongestTTL, ok = pause(n[3], n[4], n[5])
 	switch {
@@ -146,15 +147,15 @@ func parseAcquire(v []any) (fleet.AcquireReply, error) {
 		rep.RetryIn, rep.Epoch = microsToDuration(n[1]), n[2]
 		return rep, nil
 	}
-	return fleet.AcquireReply{}, fmt.Errorf("redisfleet: acquire: bad reply %v", v)
+	return fleetdriver.AcquireReply{}, fmt.Errorf("redisfleet: acquire: bad reply %v", v)
 }
 
-func (b *backend) Renew(ctx context.Context, req fleet.RenewRequest) (fleet.RenewReply, error) {
+func (b *backend) Renew(ctx context.Context, req fleetdriver.RenewRequest) (fleetdriver.RenewReply, error) {
 	if err := checkName("Renew", req.Name); err != nil {
-		return fleet.RenewReply{}, err
+		return fleetdriver.RenewReply{}, err
 	}
 	if len(req.Leases)+len(req.Register) == 0 {
-		return fleet.RenewReply{}, errors.New("redisfleet: Renew: no leases")
+		return fleetdriver.RenewReply{}, errors.New("redisfleet: Renew: no leases")
 	}
 	k := keysOf(req.Name)
 	args := make([]any, 0, 4+3*len(req.Leases)+2*len(req.Register))
@@ -167,41 +168,41 @@ func (b *backend) Renew(ctx context.Context, req fleet.RenewRequest) (fleet.Rene
 	}
 	v, err := renewScript.Run(ctx, b.c, k.sem, args...).Slice()
 	if err != nil {
-		return fleet.RenewReply{}, err
+		return fleetdriver.RenewReply{}, err
 	}
 	return parseRenew(v, len(req.Leases)+len(req.Register))
 }
 
 // parseRenew reads the renew script's reply: {epoch, paused, why, longest, status...}.
-func parseRenew(v []any, leases int) (fleet.RenewReply, error) {
+func parseRenew(v []any, leases int) (fleetdriver.RenewReply, error) {
 	if leases < 0 || len(v) != leases+4 {
-		return fleet.RenewReply{}, fmt.Errorf("redisfleet: renew: reply of %d elements for %d leases", len(v), leases)
+		return fleetdriver.RenewReply{}, fmt.Errorf("redisfleet: renew: reply of %d elements for %d leases", len(v), leases)
 	}
 	var n [4]int64
 	if err := ints("renew", v, n[:]); err != nil {
-		return fleet.RenewReply{}, err
+		return fleetdriver.RenewReply{}, err
 	}
-	rep := fleet.RenewReply{Epoch: n[0], Status: make([]fleet.LeaseStatus, leases)}
+	rep := fleetdriver.RenewReply{Epoch: n[0], Status: make([]fleetdriver.LeaseStatus, leases)}
 	var ok bool
 	if rep.Paused, rep.Pause, rep.LongestTTL, ok = pause(n[1], n[2], n[3]); !ok {
-		return fleet.RenewReply{}, fmt.Errorf("redisfleet: renew: bad reply %v", v)
+		return fleetdriver.RenewReply{}, fmt.Errorf("redisfleet: renew: bad reply %v", v)
 	}
 	for i := range leases {
 		switch v[i+4] {
 		case int64(0):
-			rep.Status[i] = fleet.LeaseLost
+			rep.Status[i] = fleetdriver.LeaseLost
 		case int64(1):
-			rep.Status[i] = fleet.LeaseRenewed
+			rep.Status[i] = fleetdriver.LeaseRenewed
 		case int64(2):
-			rep.Status[i] = fleet.LeaseReregistered
+			rep.Status[i] = fleetdriver.LeaseReregistered
 		default:
-			return fleet.RenewReply{}, fmt.Errorf("redisfleet: renew: bad status %v", v[i+4])
+			return fleetdriver.RenewReply{}, fmt.Errorf("redisfleet: renew: bad status %v", v[i+4])
 		}
 	}
 	return rep, nil
 }
 
-func (b *backend) Release(ctx context.Context, name string, leases []fleet.Lease) error {
+func (b *backend) Release(ctx context.Context, name string, leases []fleetdriver.Lease) error {
 	if err := checkName("Release", name); err != nil {
 		return err
 	}
@@ -218,7 +219,7 @@ func (b *backend) Release(ctx context.Context, name string, leases []fleet.Lease
 // Subscribe listens on the channel of inst's grants with a connection of its own. After a
 // reconnect (go-redis resubscribes by itself) it delivers a zero Lease, as grants may have been
 // missed meanwhile.
-func (b *backend) Subscribe(ctx context.Context, name, inst string, deliver func(fleet.Lease)) (func(), error) {
+func (b *backend) Subscribe(ctx context.Context, name, inst string, deliver func(fleetdriver.Lease)) (func(), error) {
 	if err := checkName("Subscribe", name); err != nil {
 		return nil, err
 	}
@@ -241,7 +242,7 @@ func (b *backend) Subscribe(ctx context.Context, name, inst string, deliver func
 					deliver(g)
 				}
 			case *redis.Subscription: // (re)subscribed: grants may have been missed
-				deliver(fleet.Lease{})
+				deliver(fleetdriver.Lease{})
 			}
 		}
 	}()
@@ -252,44 +253,44 @@ func (b *backend) Subscribe(ctx context.Context, name, inst string, deliver func
 }
 
 // parseGrant reads a pushed grant: "MEMBER TOKEN EPOCH".
-func parseGrant(s string) (fleet.Lease, bool) {
+func parseGrant(s string) (fleetdriver.Lease, bool) {
 	m, rest, ok := strings.Cut(s, " ")
 	if !ok {
-		return fleet.Lease{}, false
+		return fleetdriver.Lease{}, false
 	}
 	tok, ep, ok := strings.Cut(rest, " ")
 	if !ok {
-		return fleet.Lease{}, false
+		return fleetdriver.Lease{}, false
 	}
 	l, ok := parseMember(m)
 	if !ok {
-		return fleet.Lease{}, false
+		return fleetdriver.Lease{}, false
 	}
 	var err1, err2 error
 	l.Token, err1 = strconv.ParseUint(tok, 10, 64)
 	l.Epoch, err2 = strconv.ParseInt(ep, 10, 64)
 	if err1 != nil || err2 != nil || l.Token == 0 {
-		return fleet.Lease{}, false
+		return fleetdriver.Lease{}, false
 	}
 	return l, true
 }
 
 // parseMember reads "ID:CAPACITY:N".
-func parseMember(m string) (fleet.Lease, bool) {
+func parseMember(m string) (fleetdriver.Lease, bool) {
 	j := strings.LastIndexByte(m, ':')
 	if j < 0 {
-		return fleet.Lease{}, false
+		return fleetdriver.Lease{}, false
 	}
 	i := strings.LastIndexByte(m[:j], ':')
 	if i <= 0 {
-		return fleet.Lease{}, false
+		return fleetdriver.Lease{}, false
 	}
 	c, err1 := strconv.ParseInt(m[i+1:j], 10, 64)
 	n, err2 := strconv.ParseInt(m[j+1:], 10, 64)
 	if err1 != nil || err2 != nil {
-		return fleet.Lease{}, false
+		return fleetdriver.Lease{}, false
 	}
-	return fleet.Lease{ID: m[:i], Capacity: c, N: n}, true
+	return fleetdriver.Lease{ID: m[:i], Capacity: c, N: n}, true
 }
 
 // maxInterval bounds a token's interval, in µs: the largest Duration. A slower rate behaves as
@@ -301,12 +302,12 @@ func rateArgs(perSecond float64, burst int64) (interval, size string) {
 	return strconv.FormatFloat(min(1e6/perSecond, maxInterval), 'f', 3, 64), strconv.FormatInt(burst, 10)
 }
 
-func (b *backend) Reserve(ctx context.Context, req fleet.RateRequest) (fleet.RateReply, error) {
+func (b *backend) Reserve(ctx context.Context, req fleetdriver.RateRequest) (fleetdriver.RateReply, error) {
 	if err := checkName("Reserve", req.Name); err != nil {
-		return fleet.RateReply{}, err
+		return fleetdriver.RateReply{}, err
 	}
 	if !(req.PerSecond > 0) || req.Burst < 1 {
-		return fleet.RateReply{}, fmt.Errorf("redisfleet: Reserve: bad rate %v, burst %d", req.PerSecond, req.Burst)
+		return fleetdriver.RateReply{}, fmt.Errorf("redisfleet: Reserve: bad rate %v, burst %d", req.PerSecond, req.Burst)
 	}
 	interval, size := rateArgs(req.PerSecond, req.Burst)
 	maxWait := "-1"
@@ -315,39 +316,39 @@ func (b *backend) Reserve(ctx context.Context, req fleet.RateRequest) (fleet.Rat
 	}
 	v, err := reserveScript.Run(ctx, b.c, keysOf(req.Name).rate, interval, size, maxWait).Slice()
 	if err != nil {
-		return fleet.RateReply{}, err
+		return fleetdriver.RateReply{}, err
 	}
 	return parseReserve(v)
 }
 
 // parseReserve reads the reserve script's reply: {1, delay µs, mark µs, thousandths} or
 // {0, delay µs}.
-func parseReserve(v []any) (fleet.RateReply, error) {
+func parseReserve(v []any) (fleetdriver.RateReply, error) {
 	if len(v) < 2 {
-		return fleet.RateReply{}, fmt.Errorf("redisfleet: reserve: reply of %d elements", len(v))
+		return fleetdriver.RateReply{}, fmt.Errorf("redisfleet: reserve: reply of %d elements", len(v))
 	}
 	var n [4]int64
 	for i := range v {
 		x, ok := v[i].(int64)
 		if !ok || i >= len(n) {
-			return fleet.RateReply{}, fmt.Errorf("redisfleet: reserve: bad reply %v", v)
+			return fleetdriver.RateReply{}, fmt.Errorf("redisfleet: reserve: bad reply %v", v)
 		}
 		n[i] = x
 	}
 	switch {
 	case n[1] < 0:
-		return fleet.RateReply{}, fmt.Errorf("redisfleet: reserve: bad reply %v", v)
+		return fleetdriver.RateReply{}, fmt.Errorf("redisfleet: reserve: bad reply %v", v)
 	case n[0] == 1 && len(v) == 4 && n[2] >= 0 && n[3] >= 0 && n[3] < 1000:
 		mark := strconv.FormatInt(n[2], 10) + "." + fmt.Sprintf("%03d", n[3])
-		return fleet.RateReply{OK: true, Delay: microsToDuration(n[1]), Mark: mark}, nil
+		return fleetdriver.RateReply{OK: true, Delay: microsToDuration(n[1]), Mark: mark}, nil
 	case n[0] == 0 && len(v) == 2:
-		return fleet.RateReply{Delay: microsToDuration(n[1])}, nil
+		return fleetdriver.RateReply{Delay: microsToDuration(n[1])}, nil
 	default:
-		return fleet.RateReply{}, fmt.Errorf("redisfleet: reserve: bad reply %v", v)
+		return fleetdriver.RateReply{}, fmt.Errorf("redisfleet: reserve: bad reply %v", v)
 	}
 }
 
-func (b *backend) CancelReservation(ctx context.Context, req fleet.RateCancel) error {
+func (b *backend) CancelReservation(ctx context.Context, req fleetdriver.RateCancel) error {
 	if err := checkName("CancelReservation", req.Name); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/fleet/fleetdriver"
 	"github.com/goloom/loom/fleet/redisfleet"
 	"github.com/goloom/loom/internal/redistest"
 )
@@ -158,8 +159,8 @@ func TestRepeatedAcquireIsGrantedOnce(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	b := redisfleet.New(srv.Client())
-	req := fleet.AcquireRequest{Name: "api", Lease: fleet.Lease{ID: "x.1", N: 2, Capacity: 3}, TTL: ttl, Wait: true}
-	var first fleet.AcquireReply
+	req := fleetdriver.AcquireRequest{Name: "api", Lease: fleetdriver.Lease{ID: "x.1", N: 2, Capacity: 3}, TTL: ttl, Wait: true}
+	var first fleetdriver.AcquireReply
 	require.Eventually(t, func() bool {
 		var err error
 		first, err = b.Acquire(t.Context(), req)
@@ -170,12 +171,12 @@ func TestRepeatedAcquireIsGrantedOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, again.Granted)
 	assert.Greater(t, again.Token, first.Token, "the same lease with a fresh token: the first never reached anyone")
-	other, err := b.Acquire(t.Context(), fleet.AcquireRequest{Name: "api", Lease: fleet.Lease{ID: "y.1", N: 2, Capacity: 3}, TTL: ttl})
+	other, err := b.Acquire(t.Context(), fleetdriver.AcquireRequest{Name: "api", Lease: fleetdriver.Lease{ID: "y.1", N: 2, Capacity: 3}, TTL: ttl})
 	require.NoError(t, err)
 	assert.False(t, other.Granted, "2 of 3 held once, not twice")
-	require.NoError(t, b.Release(t.Context(), "api", []fleet.Lease{req.Lease}))
-	require.NoError(t, b.Release(t.Context(), "api", []fleet.Lease{req.Lease}))
-	other, err = b.Acquire(t.Context(), fleet.AcquireRequest{Name: "api", Lease: fleet.Lease{ID: "y.2", N: 3, Capacity: 3}, TTL: ttl})
+	require.NoError(t, b.Release(t.Context(), "api", []fleetdriver.Lease{req.Lease}))
+	require.NoError(t, b.Release(t.Context(), "api", []fleetdriver.Lease{req.Lease}))
+	other, err = b.Acquire(t.Context(), fleetdriver.AcquireRequest{Name: "api", Lease: fleetdriver.Lease{ID: "y.2", N: 3, Capacity: 3}, TTL: ttl})
 	require.NoError(t, err)
 	assert.True(t, other.Granted, "released once, exactly")
 }
@@ -184,13 +185,13 @@ func TestBackendRejectsBadArguments(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	b := redisfleet.New(srv.Client())
-	_, err := b.Acquire(t.Context(), fleet.AcquireRequest{})
+	_, err := b.Acquire(t.Context(), fleetdriver.AcquireRequest{})
 	require.ErrorContains(t, err, "empty name")
-	_, err = b.Renew(t.Context(), fleet.RenewRequest{Name: "x"})
+	_, err = b.Renew(t.Context(), fleetdriver.RenewRequest{Name: "x"})
 	require.ErrorContains(t, err, "no leases")
-	_, err = b.Reserve(t.Context(), fleet.RateRequest{Name: "x"})
+	_, err = b.Reserve(t.Context(), fleetdriver.RateRequest{Name: "x"})
 	require.ErrorContains(t, err, "bad rate")
-	err = b.CancelReservation(t.Context(), fleet.RateCancel{Name: "x", PerSecond: 1, Burst: 1, Mark: "nope"})
+	err = b.CancelReservation(t.Context(), fleetdriver.RateCancel{Name: "x", PerSecond: 1, Burst: 1, Mark: "nope"})
 	require.ErrorContains(t, err, "bad reservation")
 	require.NoError(t, b.Release(t.Context(), "x", nil))
 	require.PanicsWithValue(t, "redisfleet: Subscribe: nil deliver function", func() { _, _ = b.Subscribe(context.Background(), "x", "i", nil) })

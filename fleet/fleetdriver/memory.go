@@ -1,4 +1,4 @@
-package fleet
+package fleetdriver
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // errDown is what every call into a [Memory] returns while it is down.
 var errDown = errors.New("fleet: memory backend is down")
 
-// Memory is an in-process [Backend]: several Semaphores (and Rates) of one process share it and
+// Memory is an in-process [Backend]: several fleet.Semaphores (and Rates) of one process share it and
 // behave as the processes of a fleet sharing a Redis would, so that tests and examples need no
 // server. It keeps the same state and makes the same decisions as the Redis backend, counts a
 // round trip for every call into it, and can fail on purpose, as a real server does:
