@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/goloom/loom/internal/redistest"
+	"github.com/goloom/loom/fleet/redisfleet/internal/redistest"
 )
 
 // TestChaos runs eight replica processes (four workers each) against one Redis and one upstream

@@ -9,7 +9,7 @@ import (
 	"github.com/goloom/loom/fleet/fleetdriver"
 	"github.com/goloom/loom/fleet/fleettest"
 	"github.com/goloom/loom/fleet/redisfleet"
-	"github.com/goloom/loom/internal/redistest"
+	"github.com/goloom/loom/fleet/redisfleet/internal/redistest"
 )
 
 // The Redis backend passes the conformance kit on a real redis-server, faults included: every

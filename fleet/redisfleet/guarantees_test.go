@@ -12,7 +12,7 @@ import (
 	"github.com/goloom/loom/fleet"
 	"github.com/goloom/loom/fleet/fleetdriver"
 	"github.com/goloom/loom/fleet/redisfleet"
-	"github.com/goloom/loom/internal/redistest"
+	"github.com/goloom/loom/fleet/redisfleet/internal/redistest"
 )
 
 // What the conformance kit (conformance_test.go) does not check of the Redis backend: a waiter

@@ -10,7 +10,7 @@ import (
 
 	"github.com/goloom/loom/fleet"
 	"github.com/goloom/loom/fleet/redisfleet"
-	"github.com/goloom/loom/internal/redistest"
+	"github.com/goloom/loom/fleet/redisfleet/internal/redistest"
 )
 
 const ttl = time.Second // the shortest lease, so that expiries come soon

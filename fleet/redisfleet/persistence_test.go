@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goloom/loom/fleet"
-	"github.com/goloom/loom/internal/redistest"
+	"github.com/goloom/loom/fleet/redisfleet/internal/redistest"
 )
 
 // Redis as production runs it: it persists (RDB snapshots, an append-only file), and a restart

@@ -12,7 +12,7 @@ import (
 
 	"github.com/goloom/loom/fleet"
 	"github.com/goloom/loom/fleet/redisfleet"
-	"github.com/goloom/loom/internal/redistest"
+	"github.com/goloom/loom/fleet/redisfleet/internal/redistest"
 )
 
 // BenchmarkAcquireRelease is an uncontended Acquire and Release (two scripts), against the

@@ -14,7 +14,7 @@ import (
 	"github.com/goloom/loom/fleet"
 	"github.com/goloom/loom/fleet/fleetdriver"
 	"github.com/goloom/loom/fleet/redisfleet"
-	"github.com/goloom/loom/internal/redistest"
+	"github.com/goloom/loom/fleet/redisfleet/internal/redistest"
 )
 
 func TestNewPanicsOnNilClient(t *testing.T) {
