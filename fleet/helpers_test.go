@@ -102,15 +102,15 @@ func (p *partition) Renew(ctx context.Context, req fleetdriver.RenewRequest) (fl
 	return r, err
 }
 
-func (p *partition) Release(ctx context.Context, name string, leases []fleetdriver.Lease) error {
+func (p *partition) Release(ctx context.Context, req fleetdriver.ReleaseRequest) (fleetdriver.ReleaseReply, error) {
 	if err := p.fail(); err != nil {
-		return err
+		return fleetdriver.ReleaseReply{}, err
 	}
-	err := p.b.Release(ctx, name, leases)
+	r, err := p.b.Release(ctx, req)
 	if err == nil && p.lost() {
-		return errLostReply
+		return fleetdriver.ReleaseReply{}, errLostReply
 	}
-	return err
+	return r, err
 }
 
 func (p *partition) Subscribe(ctx context.Context, name, inst string, deliver func(fleetdriver.Lease)) (func(), error) {

@@ -64,6 +64,10 @@ type Semaphore struct {
 	longest atomic.Int64           // the longest lease TTL the backend says is in use for the name (ns)
 	paused  atomic.Int64           // unix ns until which the backend admits nothing new (after a loss)
 	pauseAt atomic.Int64           // the epoch whose pause was logged: one line per pause
+	// rider is a head's first request waiting to go out with this process's next release (see
+	// ride); contended says the last answer found the name full or queued, so a head rides.
+	rider     atomic.Pointer[ride]
+	contended atomic.Bool
 
 	health health
 	count  counters
@@ -93,6 +97,24 @@ type pendingRelease struct {
 	lease fleetdriver.Lease
 	until time.Time
 }
+
+// A ride is a head's first request, waiting (at most rideWait) to go to the backend with this
+// process's next release: under contention a permit then costs one round trip, its release,
+// which also queues the next local waiter, instead of two. It never passes anyone: the release
+// grants the heads queued before it first, and the ride joins the queue's tail after them.
+type ride struct {
+	req  fleetdriver.AcquireRequest
+	done chan rideResult // one answer, from the release that took it
+}
+
+type rideResult struct {
+	rep  fleetdriver.AcquireReply
+	err  error
+	sent time.Time
+}
+
+// rideWait bounds how long a head waits for a release to ride on before it asks by itself.
+const rideWait = 2 * time.Millisecond
 
 // queueHeartbeat is how long a queue entry lives on the backend unless its head asks again; the
 // head asks every third of it. It bounds how long a dead process's waiter holds up the fleet's
@@ -336,13 +358,25 @@ func (s *Semaphore) ask(w *wait) (p *Permit, err error, again bool) {
 		if w.tryOnce { // no wait of its own: bounded like a background call
 			bctx, cancel = context.WithTimeout(w.ctx, s.health.probe)
 		}
-		sent := time.Now()
+		var rep fleetdriver.AcquireReply
+		var err error
+		var sent time.Time
+		rode := false
+		if first && s.mayRide(w) {
+			rode, rep, err, sent = s.rideOut(w, req)
+			if rode && err != nil { // the release failed: whether the request got there or not, ask
+				rode = false
+			}
+		}
+		if !rode {
+			sent = time.Now()
+			s.count.roundTrips.Add(1)
+			rep, err = s.b.Acquire(bctx, req)
+		}
+		cancel()
 		if first {
 			safe = sent
 		}
-		s.count.roundTrips.Add(1)
-		rep, err := s.b.Acquire(bctx, req)
-		cancel()
 		if err != nil {
 			s.abandon(lease) // it may have reached the backend: a lease or a queue entry
 			if w.ctx.Err() != nil || w.wctx.Err() != nil {
@@ -354,6 +388,7 @@ func (s *Semaphore) ask(w *wait) (p *Permit, err error, again bool) {
 		}
 		s.ok()
 		s.see(rep.Epoch, rep.Paused, rep.Pause, rep.LongestTTL, rep.Token, true)
+		s.contended.Store(!rep.Granted || rep.Queued > 0 || rep.Free <= 0)
 		if rep.Granted {
 			lease.Token, lease.Epoch = rep.Token, rep.Epoch
 			if first { // granted in this call, which the backend received after sent
@@ -396,6 +431,43 @@ func (s *Semaphore) ask(w *wait) (p *Permit, err error, again bool) {
 			return nil, ErrClosed, false
 		}
 	}
+}
+
+// mayRide reports whether a head's first request should ride on a release: the name was found
+// full or queued (so the request would wait anyway), and this process holds leases, so a release
+// will come. (Riding while the name has room would leave that room unused until a release came:
+// measured, one process of 40 callers then got 6 % of its capacity's rate instead of 48 %.)
+func (s *Semaphore) mayRide(w *wait) bool {
+	if w.tryOnce || !s.contended.Load() {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leased > 0 && !s.closed
+}
+
+// rideOut offers req to this process's next release for up to rideWait, and reports whether a
+// release took it, with the answer. Not taken (no release came in time, or the wait ended), the
+// head asks by itself.
+func (s *Semaphore) rideOut(w *wait, req fleetdriver.AcquireRequest) (bool, fleetdriver.AcquireReply, error, time.Time) {
+	r := &ride{req: req, done: make(chan rideResult, 1)}
+	if !s.rider.CompareAndSwap(nil, r) {
+		return false, fleetdriver.AcquireReply{}, nil, time.Time{}
+	}
+	t := time.NewTimer(rideWait)
+	defer t.Stop()
+	select {
+	case res := <-r.done:
+		return true, res.rep, res.err, res.sent
+	case <-t.C:
+	case <-w.wctx.Done():
+	case <-s.closing:
+	}
+	if s.rider.CompareAndSwap(r, nil) {
+		return false, fleetdriver.AcquireReply{}, nil, time.Time{}
+	}
+	res := <-r.done // a release took it a moment ago: its answer is on the way
+	return true, res.rep, res.err, res.sent
 }
 
 // drainGrants gives back grants left in the channel by an earlier head that stopped listening.
@@ -620,12 +692,23 @@ func (s *Semaphore) retry(leases []fleetdriver.Lease, until time.Time) {
 	s.mu.Unlock()
 }
 
-// releaseNow releases leases on the backend, within the time of a renewal.
+// releaseNow releases leases on the backend, within the time of a renewal, taking along the
+// head's request that waits to ride, if any (see ride).
 func (s *Semaphore) releaseNow(leases []fleetdriver.Lease) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ttl/3)
 	defer cancel()
+	req := fleetdriver.ReleaseRequest{Name: s.name, Leases: leases}
+	r := s.rider.Swap(nil)
+	if r != nil {
+		req.Then = &r.req
+	}
+	sent := time.Now()
 	s.count.roundTrips.Add(1)
-	if err := s.b.Release(ctx, s.name, leases); err != nil {
+	rep, err := s.b.Release(ctx, req)
+	if r != nil {
+		r.done <- rideResult{rep: rep.Then, err: err, sent: sent}
+	}
+	if err != nil {
 		s.failed(err)
 		return err
 	}

@@ -63,9 +63,10 @@ type Backend interface {
 	// without the backend, while it was unreachable) is registered whatever the capacity, so that
 	// new admissions wait for it.
 	Renew(ctx context.Context, req RenewRequest) (RenewReply, error)
-	// Release removes the leases and queue entries with the IDs of leases, and grants the queue's
-	// head if it fits now; unknown IDs are ignored, so a repeated Release changes nothing.
-	Release(ctx context.Context, name string, leases []Lease) error
+	// Release removes the leases and queue entries with the IDs of req.Leases, and grants the
+	// queue's heads that fit now; unknown IDs are ignored, so a repeated Release changes nothing.
+	// Then, in the same call, it makes the Acquire of req.Then, if any, and answers it.
+	Release(ctx context.Context, req ReleaseRequest) (ReleaseReply, error)
 	// Subscribe calls deliver, until stop is called, with each grant the backend makes to a
 	// request of instance inst (the part of a lease ID before its first "."), and with a zero
 	// Lease when grants may have been missed (after a reconnect): then the waiter should ask
@@ -119,6 +120,11 @@ type AcquireReply struct {
 	Paused     time.Duration // admission is paused for this long from now (after a loss of data)
 	Pause      PauseReason   // why, while Paused > 0
 	LongestTTL time.Duration // the longest lease TTL in use for the name, as far as the backend knows
+	// Queued and Free describe the name after the call: the requests in its queue, and the
+	// asker's capacity less the permits held (negative after a rollout shrank it). A process
+	// whose requests meet a full or queued name lets its next one ride on its next release.
+	Queued int64
+	Free   int64
 }
 
 // A PauseReason says why a backend admits nothing new for a while.
@@ -140,6 +146,21 @@ func (r PauseReason) String() string {
 	default:
 		return "no pause"
 	}
+}
+
+// A ReleaseRequest is the argument of [Backend.Release].
+type ReleaseRequest struct {
+	Name   string
+	Leases []Lease
+	// Then, if not nil, is an Acquire made in the same call, after the release and the grants it
+	// makes (so it never passes a request queued before it): the releasing process's next waiter
+	// joins the queue, or is granted, without a round trip of its own.
+	Then *AcquireRequest
+}
+
+// A ReleaseReply is the answer of [Backend.Release].
+type ReleaseReply struct {
+	Then AcquireReply // the answer to req.Then; zero without one
 }
 
 // A RenewRequest is the argument of [Backend.Renew].

@@ -124,7 +124,7 @@ func fuzzMemoryBackend(t *testing.T, ops []byte) {
 			if x == nil {
 				continue
 			}
-			if err := m.Release(ctx, name, []fleetdriver.Lease{x.l}); err != nil {
+			if err := release(m, name, []fleetdriver.Lease{x.l}); err != nil {
 				continue
 			}
 			released[x.l.ID] = true
@@ -151,7 +151,7 @@ func fuzzMemoryBackend(t *testing.T, ops []byte) {
 						t.Fatalf("step %d: a released lease was renewed", i)
 					}
 					if st == fleetdriver.LeaseReregistered { // a stale holder: let it go again
-						_ = m.Release(ctx, name, ls[j:j+1])
+						_ = release(m, name, ls[j:j+1])
 					}
 					continue
 				}
@@ -181,7 +181,7 @@ func fuzzMemoryBackend(t *testing.T, ops []byte) {
 	for _, x := range live {
 		all = append(all, x.l)
 	}
-	if err := m.Release(ctx, name, all); err != nil {
+	if err := release(m, name, all); err != nil {
 		t.Fatal(err)
 	}
 	if held, queued := m.Held(name), m.Queued(name); held != 0 || queued != 0 {
@@ -267,4 +267,9 @@ func fuzzRateBucket(t *testing.T, rate uint16, burst uint8, ops []byte) {
 			}
 		}
 	}
+}
+
+func release(m *fleetdriver.Memory, name string, leases []fleetdriver.Lease) error {
+	_, err := m.Release(context.Background(), fleetdriver.ReleaseRequest{Name: name, Leases: leases})
+	return err
 }

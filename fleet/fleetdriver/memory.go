@@ -452,11 +452,20 @@ func (m *Memory) Acquire(ctx context.Context, req AcquireRequest) (AcquireReply,
 	if err := m.enter(ctx); err != nil {
 		return AcquireReply{}, err
 	}
-	now, ttl := m.nowLocked(), micros(req.TTL)
-	l := req.Lease
-	st := m.state(req.Name, now, ttl, micros(req.LongestTTL), true)
-	st.tok = max(st.tok, req.Seen)
+	now := m.nowLocked()
+	st := m.state(req.Name, now, micros(req.TTL), micros(req.LongestTTL), true)
 	m.purge(req.Name, st, now)
+	rep, pushes, grants := m.ask(st, now, req)
+	if err := m.leave(ctx, req.Name, pushes, grants); err != nil {
+		return AcquireReply{}, err
+	}
+	return rep, nil
+}
+
+// ask is an Acquire on a loaded and purged state; it returns the grants to push besides.
+func (m *Memory) ask(st *memState, now int64, req AcquireRequest) (AcquireReply, []*memEntry, []Lease) {
+	ttl, l := micros(req.TTL), req.Lease
+	st.tok = max(st.tok, req.Seen)
 	rep := AcquireReply{Epoch: st.born}
 	grantNow := func() {
 		rep.Granted, rep.Token = true, st.grant(l, now, ttl, 0)
@@ -485,10 +494,8 @@ func (m *Memory) Acquire(ctx context.Context, req AcquireRequest) (AcquireReply,
 	}
 	rep.Paused, rep.Pause, rep.LongestTTL = st.pause(now)
 	pushes, grants := m.grantHeads(req.Name, st, now, l.ID) // the purge may have let others in
-	if err := m.leave(ctx, req.Name, pushes, grants); err != nil {
-		return AcquireReply{}, err
-	}
-	return rep, nil
+	rep.Queued, rep.Free = int64(len(st.queue)), l.Capacity-st.held
+	return rep, pushes, grants
 }
 
 // Renew implements [Backend].
@@ -540,20 +547,25 @@ func (st *memState) register(l Lease, exp int64) {
 	st.tok = max(st.tok, l.Token)
 }
 
-// Release implements [Backend]. It removes both the lease and the queue entry of each ID, and
-// grants the queue's head if it fits now.
-func (m *Memory) Release(ctx context.Context, name string, leases []Lease) error {
+// Release implements [Backend]. It removes both the lease and the queue entry of each ID,
+// grants the queue's heads that fit now, and then makes req.Then's Acquire.
+func (m *Memory) Release(ctx context.Context, req ReleaseRequest) (ReleaseReply, error) {
 	m.check("Release")
 	if err := m.enter(ctx); err != nil {
-		return err
+		return ReleaseReply{}, err
 	}
 	now := m.nowLocked()
-	st := m.state(name, now, 0, 0, false)
-	if st == nil {
-		return m.leave(ctx, name, nil, nil)
+	var st *memState
+	if req.Then != nil {
+		st = m.state(req.Name, now, micros(req.Then.TTL), micros(req.Then.LongestTTL), true)
+	} else {
+		st = m.state(req.Name, now, 0, 0, false)
 	}
-	m.purge(name, st, now)
-	for _, l := range leases {
+	if st == nil {
+		return ReleaseReply{}, m.leave(ctx, req.Name, nil, nil)
+	}
+	m.purge(req.Name, st, now)
+	for _, l := range req.Leases {
 		if have := st.leases[l.ID]; have != nil {
 			st.held -= have.n
 			delete(st.leases, l.ID)
@@ -562,8 +574,18 @@ func (m *Memory) Release(ctx context.Context, name string, leases []Lease) error
 			st.queue = slices.Delete(st.queue, i, i+1)
 		}
 	}
-	pushes, grants := m.grantHeads(name, st, now, "")
-	return m.leave(ctx, name, pushes, grants)
+	pushes, grants := m.grantHeads(req.Name, st, now, "")
+	var rep ReleaseReply
+	if req.Then != nil {
+		var p []*memEntry
+		var g []Lease
+		rep.Then, p, g = m.ask(st, now, *req.Then)
+		pushes, grants = append(pushes, p...), append(grants, g...)
+	}
+	if err := m.leave(ctx, req.Name, pushes, grants); err != nil {
+		return ReleaseReply{}, err
+	}
+	return rep, nil
 }
 
 // Subscribe implements [Backend]. deliver is called on the goroutine whose call made the grant,

@@ -60,11 +60,11 @@ func (k *killable) Renew(ctx context.Context, req fleetdriver.RenewRequest) (fle
 	return k.b.Renew(ctx, req)
 }
 
-func (k *killable) Release(ctx context.Context, name string, leases []fleetdriver.Lease) error {
+func (k *killable) Release(ctx context.Context, req fleetdriver.ReleaseRequest) (fleetdriver.ReleaseReply, error) {
 	if err := k.dead(); err != nil {
-		return err
+		return fleetdriver.ReleaseReply{}, err
 	}
-	return k.b.Release(ctx, name, leases)
+	return k.b.Release(ctx, req)
 }
 
 func (k *killable) Subscribe(ctx context.Context, name, inst string, deliver func(fleetdriver.Lease)) (func(), error) {

@@ -96,13 +96,17 @@ func (b *backend) Acquire(ctx context.Context, req fleetdriver.AcquireRequest) (
 	if err := checkName("Acquire", req.Name); err != nil {
 		return fleetdriver.AcquireReply{}, err
 	}
-	k := keysOf(req.Name)
-	v, err := acquireScript.Run(ctx, b.c, k.sem, member(req.Lease), micros(req.TTL), boolArg(req.Wait),
-		micros(req.Heartbeat), boolArg(req.Push), strconv.FormatUint(req.Seen, 10), micros(req.LongestTTL)).Slice()
+	v, err := acquireScript.Run(ctx, b.c, keysOf(req.Name).sem, acquireArgs(nil, req)...).Slice()
 	if err != nil {
 		return fleetdriver.AcquireReply{}, err
 	}
 	return parseAcquire(v)
+}
+
+// acquireArgs appends the acquire script's ARGV for req.
+func acquireArgs(args []any, req fleetdriver.AcquireRequest) []any {
+	return append(args, member(req.Lease), micros(req.TTL), boolArg(req.Wait), micros(req.Heartbeat),
+		boolArg(req.Push), strconv.FormatUint(req.Seen, 10), micros(req.LongestTTL))
 }
 
 // ints reads a reply of integers.
@@ -125,21 +129,22 @@ func pause(us, why, longest int64) (time.Duration, fleetdriver.PauseReason, time
 	return microsToDuration(us), fleetdriver.PauseReason(why), microsToDuration(longest), true
 }
 
-// parseAcquire reads the acquire script's reply: {1, token, epoch, paused, why, longest} or
-// {0, retry-in µs, epoch, paused, why, longest}.
+// parseAcquire reads the acquire script's reply: {1, token, epoch, paused, why, longest, queued,
+// free} or {0, retry-in µs, epoch, paused, why, longest, queued, free}.
 func parseAcquire(v []any) (fleetdriver.AcquireReply, error) {
-	if len(v) != 6 {
+	if len(v) != 8 {
 		return fleetdriver.AcquireReply{}, fmt.Errorf("redisfleet: acquire: reply of %d elements", len(v))
 	}
-	var n [6]int64
+	var n [8]int64
 	if err := ints("acquire", v, n[:]); err != nil {
 		return fleetdriver.AcquireReply{}, err
 	}
 	var rep fleetdriver.AcquireReply
 	var ok bool
 	rep.Paused, rep.Pause, rep.LongestTTL, ok = pause(n[3], n[4], n[5])
+	rep.Queued, rep.Free = n[6], n[7]
 	switch {
-	case !ok:
+	case !ok, n[6] < 0:
 	case n[0] == 1 && n[1] > 0:
 		rep.Granted, rep.Token, rep.Epoch = true, uint64(n[1]), n[2]
 		return rep, nil
@@ -202,18 +207,47 @@ func parseRenew(v []any, leases int) (fleetdriver.RenewReply, error) {
 	return rep, nil
 }
 
-func (b *backend) Release(ctx context.Context, name string, leases []fleetdriver.Lease) error {
-	if err := checkName("Release", name); err != nil {
-		return err
+func (b *backend) Release(ctx context.Context, req fleetdriver.ReleaseRequest) (fleetdriver.ReleaseReply, error) {
+	if err := checkName("Release", req.Name); err != nil {
+		return fleetdriver.ReleaseReply{}, err
 	}
-	if len(leases) == 0 {
-		return nil
+	if len(req.Leases) == 0 && req.Then == nil {
+		return fleetdriver.ReleaseReply{}, nil
 	}
-	args := make([]any, 0, len(leases))
-	for _, l := range leases {
+	args := make([]any, 0, 8+len(req.Leases))
+	args = append(args, len(req.Leases))
+	for _, l := range req.Leases {
 		args = append(args, member(l))
 	}
-	return releaseScript.Run(ctx, b.c, keysOf(name).sem, args...).Err()
+	if req.Then != nil {
+		if err := checkName("Release", req.Then.Name); err != nil || req.Then.Name != req.Name {
+			return fleetdriver.ReleaseReply{}, fmt.Errorf("redisfleet: Release: Then is for %q, not %q", req.Then.Name, req.Name)
+		}
+		args = acquireArgs(args, *req.Then)
+	}
+	v, err := releaseScript.Run(ctx, b.c, keysOf(req.Name).sem, args...).Slice()
+	if err != nil {
+		return fleetdriver.ReleaseReply{}, err
+	}
+	return parseRelease(v, req.Then != nil)
+}
+
+// parseRelease reads the release script's reply: {removed} or {removed, acquire reply...}.
+func parseRelease(v []any, then bool) (fleetdriver.ReleaseReply, error) {
+	if len(v) < 1 {
+		return fleetdriver.ReleaseReply{}, fmt.Errorf("redisfleet: release: reply of %d elements", len(v))
+	}
+	if !then {
+		if len(v) != 1 {
+			return fleetdriver.ReleaseReply{}, fmt.Errorf("redisfleet: release: reply of %d elements", len(v))
+		}
+		return fleetdriver.ReleaseReply{}, nil
+	}
+	rep, err := parseAcquire(v[1:])
+	if err != nil {
+		return fleetdriver.ReleaseReply{}, err
+	}
+	return fleetdriver.ReleaseReply{Then: rep}, nil
 }
 
 // Subscribe listens on the channel of inst's grants with a connection of its own. After a
@@ -287,7 +321,7 @@ func parseMember(m string) (fleetdriver.Lease, bool) {
 	}
 	c, err1 := strconv.ParseInt(m[i+1:j], 10, 64)
 	n, err2 := strconv.ParseInt(m[j+1:], 10, 64)
-	if err1 != nil || err2 != nil {
+	if err1 != nil || err2 != nil || c < 1 || n < 1 {
 		return fleetdriver.Lease{}, false
 	}
 	return fleetdriver.Lease{ID: m[:i], Capacity: c, N: n}, true

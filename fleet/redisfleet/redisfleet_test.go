@@ -174,8 +174,10 @@ func TestRepeatedAcquireIsGrantedOnce(t *testing.T) {
 	other, err := b.Acquire(t.Context(), fleetdriver.AcquireRequest{Name: "api", Lease: fleetdriver.Lease{ID: "y.1", N: 2, Capacity: 3}, TTL: ttl})
 	require.NoError(t, err)
 	assert.False(t, other.Granted, "2 of 3 held once, not twice")
-	require.NoError(t, b.Release(t.Context(), "api", []fleetdriver.Lease{req.Lease}))
-	require.NoError(t, b.Release(t.Context(), "api", []fleetdriver.Lease{req.Lease}))
+	_, err = b.Release(t.Context(), fleetdriver.ReleaseRequest{Name: "api", Leases: []fleetdriver.Lease{req.Lease}})
+	require.NoError(t, err)
+	_, err = b.Release(t.Context(), fleetdriver.ReleaseRequest{Name: "api", Leases: []fleetdriver.Lease{req.Lease}})
+	require.NoError(t, err)
 	other, err = b.Acquire(t.Context(), fleetdriver.AcquireRequest{Name: "api", Lease: fleetdriver.Lease{ID: "y.2", N: 3, Capacity: 3}, TTL: ttl})
 	require.NoError(t, err)
 	assert.True(t, other.Granted, "released once, exactly")
@@ -193,7 +195,8 @@ func TestBackendRejectsBadArguments(t *testing.T) {
 	require.ErrorContains(t, err, "bad rate")
 	err = b.CancelReservation(t.Context(), fleetdriver.RateCancel{Name: "x", PerSecond: 1, Burst: 1, Mark: "nope"})
 	require.ErrorContains(t, err, "bad reservation")
-	require.NoError(t, b.Release(t.Context(), "x", nil))
+	_, err = b.Release(t.Context(), fleetdriver.ReleaseRequest{Name: "x"})
+	require.NoError(t, err)
 	require.PanicsWithValue(t, "redisfleet: Subscribe: nil deliver function", func() { _, _ = b.Subscribe(context.Background(), "x", "i", nil) })
 }
 

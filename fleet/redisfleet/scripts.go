@@ -198,13 +198,52 @@ local function paused(st, now)
   if now >= st.qt then return 0, 0, longest end
   return st.qt - now, st.why, longest
 end
+
+-- ask is an acquire on a loaded and purged state: granted at once, queued (if wait), or, asked
+-- again, kept in its place and granted once it heads the queue and fits. It saves the state and
+-- returns the reply {granted, token or retry-in, epoch, paused, why, longest, queued, free}.
+local function ask(st, now, member, ttl, wait, hb, push, seen)
+  local c, n = weight(member)
+  local exp = now + ttl
+  if seen > st.tok then st.tok = seen end
+  local function reply(granted, x)
+    save(st)
+    local p, why, lt = paused(st, now)
+    return {granted, x, st.born, p, why, lt, st.nq, c - st.held}
+  end
+  local function grant()
+    st.tok = math.max(st.tok + 1, now)
+    lease(st, member, n, exp)
+    heads(st, now, nil)
+    return reply(1, st.tok)
+  end
+  if redis.call('ZSCORE', L, member) then return grant() end -- repeated after a lost reply or push
+  local queued = st.nq > 0 and redis.call('ZSCORE', Q, member)
+  if not queued then
+    if st.nq == 0 and now >= st.qt and st.held + n <= c then return grant() end
+    if not wait then
+      heads(st, now, nil)
+      return reply(0, hint(st, now, hb))
+    end
+    redis.call('ZADD', Q, (redis.call('HINCRBY', M, 'seq', 1)), member)
+    st.nq = st.nq + 1
+  end
+  redis.call('ZADD', QE, (now + hb), member)
+  redis.call('HSET', QX, member, string.format('%d:%s', ttl, push))
+  if now >= st.qt and st.held + n <= c and redis.call('ZRANGE', Q, 0, 0)[1] == member then
+    dequeue(st, member)
+    return grant()
+  end
+  heads(st, now, member)
+  return reply(0, hint(st, now, hb))
+end
 `
 
 // acquire: KEYS m l q qe qx; ARGV member, ttl, wait (0/1), heartbeat, push (0/1), seen, longest.
-// Returns {1, token, epoch, paused, why, longest} when granted, else {0, retry-in, epoch, paused,
-// why, longest}. Asked again for a member it granted (a reply or a push was lost), it grants the
-// same lease again: the same weight, a new expiry and a new token (the old one may never have
-// reached anyone).
+// Returns {granted (0/1), token or retry-in, epoch, paused, why, longest, queued, free} (see ask).
+// Asked again for a member it granted (a reply or a push was lost), it grants the same lease
+// again: the same weight, a new expiry and a new token (the old one may never have reached
+// anyone).
 var acquireScript = redis.NewScript(acquireScriptSrc)
 
 const acquireScriptSrc = `
@@ -229,72 +268,52 @@ if born and nq == 0 and now >= qt and (held == 0 or now < mexp) and held + n <= 
   if redis.call('ZADD', L, 'NX', exp, member) == 0 then
     redis.call('ZADD', L, exp, member)
     redis.call('HSET', M, 'tok', tok, 'mttlx', mttlx)
-    return {1, tok, born, 0, 0, mttl}
+    return {1, tok, born, 0, 0, mttl, 0, c - held}
   end
   if held == 0 or exp < mexp then mexp = exp end
   redis.call('HSET', M, 'tok', tok, 'held', held + n, 'mexp', mexp, 'mttlx', mttlx)
-  return {1, tok, born, 0, 0, mttl}
+  return {1, tok, born, 0, 0, mttl, 0, c - held - n}
 end
 ` + slow + `
 local st = load(now, ttl, longest, true)
-if seen > st.tok then st.tok = seen end
 purge(st, now)
-local function grant()
-  st.tok = math.max(st.tok + 1, now)
-  lease(st, member, n, exp)
-  heads(st, now, nil)
-  save(st)
-  local p, why, lt = paused(st, now)
-  return {1, st.tok, st.born, p, why, lt}
-end
-if redis.call('ZSCORE', L, member) then return grant() end -- repeated after a lost reply or push
-local queued = st.nq > 0 and redis.call('ZSCORE', Q, member)
-if not queued then
-  if st.nq == 0 and now >= st.qt and st.held + n <= c then return grant() end
-  if not wait then
-    heads(st, now, nil)
-    save(st)
-    local p, why, lt = paused(st, now)
-    return {0, hint(st, now, hb), st.born, p, why, lt}
-  end
-  st.seq = redis.call('HINCRBY', M, 'seq', 1)
-  redis.call('ZADD', Q, (st.seq), member)
-  st.nq = st.nq + 1
-end
-redis.call('ZADD', QE, (now + hb), member)
-redis.call('HSET', QX, member, string.format('%d:%s', ttl, push))
-if now >= st.qt and st.held + n <= c and redis.call('ZRANGE', Q, 0, 0)[1] == member then
-  dequeue(st, member)
-  return grant()
-end
-heads(st, now, member)
-save(st)
-local p, why, lt = paused(st, now)
-return {0, hint(st, now, hb), st.born, p, why, lt}
+return ask(st, now, member, ttl, wait, hb, push, seen)
 `
 
-// release: KEYS m l q qe qx; ARGV members... Removes each member's lease and queue entry, and
-// grants the queue's heads that fit now. Returns the number of leases removed.
+// release: KEYS m l q qe qx; ARGV count, count members, then, to acquire in the same call, the
+// acquire script's ARGV. Removes each member's lease and queue entry, grants the queue's heads
+// that fit now, then makes the acquire (after them: it never passes anyone). Returns {removed}
+// or {removed, the acquire's reply...}.
 var releaseScript = redis.NewScript(`
 local M, L, Q, QE, QX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local count = tonumber(ARGV[1])
 local removed, freed = 0, 0
-for i = 1, #ARGV do
+for i = 2, count + 1 do
   if redis.call('ZREM', L, ARGV[i]) == 1 then
     removed = removed + 1
     freed = freed + tonumber(string.match(ARGV[i], ':(%d+)$'))
   end
 end
+local then_ = #ARGV > count + 1
 local v = redis.call('HMGET', M, 'born', 'held', 'nq')
-if not v[1] then return removed end -- no state (lost): nothing is counted, nothing to do
-if (tonumber(v[3]) or 0) == 0 then -- nobody queued: nobody to grant
-  if freed > 0 then redis.call('HSET', M, 'held', (tonumber(v[2]) or 0) - freed) end
-  return removed
+if not then_ then
+  if not v[1] then return {removed} end -- no state (lost): nothing is counted, nothing to do
+  if (tonumber(v[3]) or 0) == 0 then -- nobody queued: nobody to grant
+    if freed > 0 then redis.call('HSET', M, 'held', (tonumber(v[2]) or 0) - freed) end
+    return {removed}
+  end
 end
 ` + slow + `
 local now = clock()
-local st = load(now, 0, 0, false)
-st.held = st.held - freed
-for i = 1, #ARGV do
+local a = count + 2
+local member, ttl, wait, hb, push, seen, longest
+if then_ then
+  member, ttl, wait = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2] == '1'
+  hb, push, seen, longest = tonumber(ARGV[a + 3]), ARGV[a + 4], tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
+end
+local st = load(now, ttl or 0, longest or 0, then_)
+if v[1] then st.held = st.held - freed end -- a state made just now counts nothing of before
+for i = 2, count + 1 do
   if redis.call('ZREM', Q, ARGV[i]) == 1 then
     redis.call('ZREM', QE, ARGV[i])
     redis.call('HDEL', QX, ARGV[i])
@@ -303,8 +322,13 @@ for i = 1, #ARGV do
 end
 purge(st, now)
 heads(st, now, nil)
-save(st)
-return removed
+if not then_ then
+  save(st)
+  return {removed}
+end
+local r = ask(st, now, member, ttl, wait, hb, push, seen)
+table.insert(r, 1, removed)
+return r
 `)
 
 // renew: KEYS m l q qe qx; ARGV ttl, seen, longest, count, then member, token, epoch for each of
