@@ -261,3 +261,21 @@ func TestTinyRateSaturates(t *testing.T) {
 		require.ErrorIs(t, r.Wait(ctx), fleet.ErrTimeout, "not within the hour")
 	})
 }
+
+// A restore of a snapshot taken before the name was first used brings back no state for it at
+// all: that is a loss too, and nothing is admitted beside the lease still held. (Found by
+// ExampleMemory_Restore: a Memory that never restarted took the missing state for a new name.)
+func TestRestoreOfASnapshotWithoutTheNamePauses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := fleet.NewMemory()
+		a, b := newSem(t, m, "api", 1), newSem(t, m, "api", 1)
+		snap := m.Snapshot()
+		p, err := a.Acquire(t.Context(), 1)
+		require.NoError(t, err)
+		m.Restore(snap)
+		_, err = b.AcquireTimeout(t.Context(), 1, 3*ttl)
+		require.ErrorIs(t, err, fleet.ErrTimeout)
+		require.NoError(t, p.Context().Err())
+		p.Release()
+	})
+}

@@ -188,6 +188,7 @@ func (m *Memory) Restore(snap *MemorySnapshot) {
 	m.mu.Lock()
 	m.names, m.rates = copyNames(snap.names), make(map[string]*gcra.Bucket)
 	m.inc++
+	m.lost = true // a name the snapshot lacks may have been in use since: its state is lost
 	m.mu.Unlock()
 }
 
