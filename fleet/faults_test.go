@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/fleet/fleetdriver"
 )
 
 // The faults a fleet meets in production, on the in-memory backend under a fake clock: each test
@@ -277,5 +278,29 @@ func TestRestoreOfASnapshotWithoutTheNamePauses(t *testing.T) {
 		require.ErrorIs(t, err, fleet.ErrTimeout)
 		require.NoError(t, p.Context().Err())
 		p.Release()
+	})
+}
+
+// regression (TestChaos, a restore from a 1 s old RDB: 11 in flight for 10): when the first call
+// to see a state that went back in time was a Release, which carries no TTL, and the longest TTL
+// the old state remembered had lapsed, the pause came out as zero and new permits were admitted
+// beside leases still held.
+func TestLossSeenByAReleaseStillPauses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := fleet.NewMemory()
+		a, b := newSem(t, m, "api", 2), newSem(t, m, "api", 2)
+		p1, err := a.Acquire(t.Context(), 1)
+		require.NoError(t, err)
+		snap := m.Snapshot()
+		p2, err := a.Acquire(t.Context(), 1)
+		require.NoError(t, err)
+		time.Sleep(1200 * time.Millisecond) // the snapshot's leases, and its longest TTL, lapse
+		m.Restore(snap)
+		_, err = m.Release(t.Context(), fleetdriver.ReleaseRequest{Name: "api", Leases: []fleetdriver.Lease{{ID: "gone.1", N: 1, Capacity: 2}}})
+		require.NoError(t, err) // the first call after the restore: a release
+		_, err = b.AcquireTimeout(t.Context(), 1, 0)
+		require.ErrorIs(t, err, fleet.ErrTimeout, "two permits are held: nothing more is admitted")
+		p1.Release()
+		p2.Release()
 	})
 }

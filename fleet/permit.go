@@ -2,9 +2,10 @@ package fleet
 
 import (
 	"context"
-	"github.com/goloom/loom/fleet/fleetdriver"
 	"sync/atomic"
 	"time"
+
+	"github.com/goloom/loom/fleet/fleetdriver"
 )
 
 // A Permit is n permits of a [Semaphore], held as one lease until [Permit.Release]. While it is

@@ -3,11 +3,11 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"github.com/goloom/loom/fleet/fleetdriver"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/goloom/loom/fleet/fleetdriver"
 	"github.com/goloom/loom/internal/gcra"
 )
 

@@ -3,9 +3,10 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"github.com/goloom/loom/fleet/fleetdriver"
 	"log/slog"
 	"time"
+
+	"github.com/goloom/loom/fleet/fleetdriver"
 )
 
 // work is the Semaphore's one goroutine: it renews all leases together, one round trip every
@@ -96,35 +97,14 @@ func (s *Semaphore) retryEvery() time.Duration {
 }
 
 // renew renews every live lease, and registers every degraded permit, if it is time, and returns
-// how long until the next renewal (0: no lease, nothing scheduled).
+// how long until the next renewal (0: no lease, nothing scheduled). It is one round trip for all
+// of them: the request lists the leases, then the degraded permits, and the reply's statuses
+// follow that order.
 func (s *Semaphore) renew() time.Duration {
-	s.mu.Lock()
-	if len(s.leases) == 0 && (len(s.degraded) == 0 || !s.renewNow) {
-		s.nextRenew = time.Time{}
-		s.renewNow = false
-		s.mu.Unlock()
-		return 0
+	permits, req, wait := s.renewal()
+	if permits == nil {
+		return wait
 	}
-	if now := time.Now(); !s.renewNow && now.Before(s.nextRenew) {
-		d := s.nextRenew.Sub(now)
-		s.mu.Unlock()
-		return d
-	}
-	s.renewNow = false
-	// Invariant: permits lists the permits in the order of the request's leases, Leases first,
-	// then Register; the reply's statuses follow the same order.
-	permits := make([]*Permit, 0, len(s.leases)+len(s.degraded))
-	req := fleetdriver.RenewRequest{Name: s.name, TTL: s.cfg.ttl, Seen: s.seen.Load(), LongestTTL: time.Duration(s.longest.Load())}
-	for _, p := range s.leases {
-		permits = append(permits, p)
-		req.Leases = append(req.Leases, p.lease)
-	}
-	for p := range s.degraded {
-		permits = append(permits, p)
-		req.Register = append(req.Register, p.lease)
-	}
-	s.mu.Unlock()
-
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ttl/3)
 	sent := time.Now()
 	s.count.roundTrips.Add(1)
@@ -134,26 +114,65 @@ func (s *Semaphore) renew() time.Duration {
 		err = fmt.Errorf("fleet: backend answered %d renewals for %d leases", len(rep.Status), len(permits))
 	}
 	if err != nil {
-		// The leases keep their deadlines: the watch loses them when those pass.
+		// The leases keep their deadlines: the watch loses them when those pass. Degraded permits
+		// register on a later successful call (ok sets renewNow again).
 		s.failed(err)
 		retry := s.retryEvery()
 		s.mu.Lock()
 		s.nextRenew = time.Now().Add(retry)
-		if len(req.Register) > 0 {
-			s.renewNow = false // registered on the next successful call's kick
-		}
 		s.mu.Unlock()
 		return retry
 	}
 	s.ok()
 	s.see(rep.Epoch, rep.Paused, rep.Pause, rep.LongestTTL, 0, false)
+	return s.renewed(permits, len(req.Leases), rep, sent)
+}
 
+// renewal decides whether it is time to renew and, if so, returns the permits to renew (leases
+// first, then degraded permits to register) and the request; else nil and how long to wait.
+func (s *Semaphore) renewal() ([]*Permit, fleetdriver.RenewRequest, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var req fleetdriver.RenewRequest
+	if len(s.leases) == 0 && (len(s.degraded) == 0 || !s.renewNow) {
+		s.nextRenew = time.Time{}
+		s.renewNow = false
+		return nil, req, 0
+	}
+	if now := time.Now(); !s.renewNow && now.Before(s.nextRenew) {
+		return nil, req, s.nextRenew.Sub(now)
+	}
+	s.renewNow = false
+	permits := make([]*Permit, 0, len(s.leases)+len(s.degraded))
+	req = fleetdriver.RenewRequest{Name: s.name, TTL: s.cfg.ttl, Seen: s.seen.Load(), LongestTTL: time.Duration(s.longest.Load())}
+	for _, p := range s.leases {
+		permits = append(permits, p)
+		req.Leases = append(req.Leases, p.lease)
+	}
+	for p := range s.degraded {
+		permits = append(permits, p)
+		req.Register = append(req.Register, p.lease)
+	}
+	return permits, req, 0
+}
+
+// renewed applies a renewal's reply to permits (the first leases of them were leases, the rest
+// degraded permits to register), sent at sent, and returns how long until the next renewal.
+// Each permit ends in one of four ways:
+//   - a lease renewed (or registered again after a loss): its deadline moves to sent + TTL,
+//     never later than the backend's new expiry;
+//   - a lease the backend no longer holds: lost, its context cancelled with ErrLeaseLost;
+//   - a lease released while the renewal was on its way, which the renewal registered again
+//     (the release found the data lost): released once more;
+//   - a degraded permit: now a lease, renewed from here on like any other — or, released
+//     meanwhile, given back.
+func (s *Semaphore) renewed(permits []*Permit, leases int, rep fleetdriver.RenewReply, sent time.Time) time.Duration {
 	var lost []*Permit
 	again, reregistered, registered := 0, 0, 0
 	s.mu.Lock()
 	for i, p := range permits {
 		st := rep.Status[i]
-		if i >= len(req.Leases) { // a degraded permit: now a lease, if still running
+		if i >= leases {
 			if _, live := s.degraded[p]; !live {
 				s.pending = append(s.pending, pendingRelease{lease: p.lease, until: sent.Add(s.cfg.ttl)})
 				again++
@@ -175,15 +194,12 @@ func (s *Semaphore) renew() time.Duration {
 				lost = append(lost, p)
 			}
 		case live:
-			// The renewal was sent at sent: the backend's new expiry is later than this.
 			p.deadline = sent.Add(s.cfg.ttl)
 			if st == fleetdriver.LeaseReregistered {
 				p.lease.Epoch = rep.Epoch
 				reregistered++
 			}
 		case st == fleetdriver.LeaseReregistered:
-			// Released while the renewal was on its way: the release found nothing (the data was
-			// lost), and the renewal registered it again. Release it once more.
 			s.pending = append(s.pending, pendingRelease{lease: p.lease, until: sent.Add(s.cfg.ttl)})
 			again++
 		}
@@ -192,7 +208,7 @@ func (s *Semaphore) renew() time.Duration {
 	s.nextRenew = sent.Add(s.cfg.ttl / 3)
 	next := max(time.Until(s.nextRenew), time.Millisecond)
 	if s.renewNow || again > 0 {
-		next = time.Millisecond
+		next = time.Millisecond // the worker flushes what is pending, and renews what is due, now
 	}
 	s.mu.Unlock()
 	for _, p := range lost {

@@ -6,13 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/goloom/loom/fleet/fleetdriver"
 	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/goloom/loom/fleet/fleetdriver"
 	"github.com/goloom/loom/internal/registry"
 	"github.com/goloom/loom/internal/sema"
 )

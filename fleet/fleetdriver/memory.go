@@ -55,6 +55,9 @@ type Memory struct {
 
 type subKey struct{ name, inst string }
 
+// minPause is the shortest pause after a loss, in µs: the shortest lease fleet allows.
+const minPause = int64(time.Second / time.Microsecond)
+
 // memState is the state of one name. Its invariants, kept by every call under Memory.mu:
 //   - held is the summed weight of leases (expired ones included until purge drops them both).
 //   - queue is in arrival order, one entry per ID, none of them a lease.
@@ -339,19 +342,18 @@ func (m *Memory) state(name string, now, ttl, longest int64, create bool) *memSt
 		m.born = max(now, m.born+1)
 		st = &memState{inc: m.inc, born: m.born, qt: now, leases: make(map[string]*memLease)}
 		if m.lost {
-			st.qt, st.reason = now+max(ttl, longest), PauseNoState
+			st.qt, st.reason = now+max(ttl, longest, minPause), PauseNoState
 		}
 		m.names[name] = st
 	case st.inc != m.inc:
 		// From before a restart: whatever happened after this state was saved is lost. Its
 		// leases still count (they may be live); those it lacks register again within the pause.
+		// The pause covers the longest TTL that may be in use: the call's own (none for a
+		// release), the longest its asker has heard of, the longest this state remembers even if
+		// it lapsed since (the state is old), and never less than the shortest lease.
 		m.born = max(now, m.born+1)
 		st.inc, st.born = m.inc, m.born
-		pause := max(ttl, longest)
-		if now < st.mttlUntil {
-			pause = max(pause, st.mttl)
-		}
-		st.qt, st.reason = now+pause, PauseWentBack
+		st.qt, st.reason = now+max(ttl, longest, st.mttl, minPause), PauseWentBack
 	case now < st.qt && st.born+ttl > st.qt:
 		st.qt = st.born + ttl // a longer lease seen during the pause: its holders renew later
 	}

@@ -3,6 +3,7 @@ package redisfleet_test
 import (
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,12 +14,14 @@ import (
 )
 
 // TestChaos runs eight replica processes (four workers each) against one Redis and one upstream
-// with a capacity of ten (calls of 20 ms, one in ten of 400 ms), and then, mid-run, kills two replicas with SIGKILL while they hold
-// permits, and later restarts Redis with its data lost. It asserts that the upstream never sees
-// more than ten calls at once in any phase, that the killed replicas' permits are usable again
-// within a lease TTL plus a second, that after the restart the bound holds and the fleet is back
-// at full capacity within two TTLs, and that the survivors end cleanly with no goroutine left
-// (each replica's TestMain runs goleak). The figures are logged.
+// with a capacity of ten (calls of 20 ms, one in ten of 400 ms), and then, mid-run, kills two
+// replicas with SIGKILL while they hold permits, restarts Redis with its data lost, restarts it
+// from an RDB snapshot taken earlier (its queue and leases from then), and freezes it with
+// SIGSTOP for a second and a half. It asserts that the upstream never sees more than ten calls
+// at once in any phase, that the killed replicas' permits are usable again within a lease TTL
+// (and slack), that after each restart the fleet is back at full capacity within two TTLs, and
+// that the survivors end cleanly with no goroutine left (each replica's TestMain runs goleak).
+// The figures are logged.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 15 s of multi-process chaos")
@@ -31,7 +34,8 @@ func TestChaos(t *testing.T) {
 		hold     = 20 * time.Millisecond  // most calls
 		long     = 400 * time.Millisecond // every tenth: some calls outlive the restart of Redis
 	)
-	srv := redistest.Start(t)
+	srv := redistest.Start(t, redistest.Persistent...)
+	admin := srv.Client()
 	up := startUpstream(t, capacity, hold, long)
 	var rs []*replica
 	for i := range replicas {
@@ -108,9 +112,36 @@ func TestChaos(t *testing.T) {
 	assert.Less(t, restartRecovery, 2*lease+3*time.Second, "throughput recovers within two TTLs (and slack, as above)")
 	time.Sleep(500 * time.Millisecond)
 
-	begin(3, "after the restart", time.Now())
+	// Phase 3: a snapshot now, then back to it a second later: the restored state lacks every
+	// lease granted since, and holds a queue of entries long dead.
+	begin(3, "restored from a 1 s old RDB", time.Now())
+	require.NoError(t, admin.Save(t.Context()).Err())
+	older := srv.CopyFiles()
+	time.Sleep(time.Second)
+	restored := time.Now()
+	srv.RestartFrom(older)
+	up.rearm(3, restored.Add(long+100*time.Millisecond))
+	at, ok = up.waitFull(3, 4*lease)
+	require.True(t, ok, "the fleet never got back to full capacity after the restore")
+	phases[3].recovery = fmt.Sprintf("full capacity again %v after the restore", at.Sub(restored).Round(time.Millisecond))
+	time.Sleep(500 * time.Millisecond)
+
+	// Phase 4: Redis frozen for 1.5 s (longer than a lease): leases are lost, calls refused
+	// (FailClosed), never more than the capacity, and the fleet comes back by itself.
+	begin(4, "Redis frozen 1.5 s (SIGSTOP)", time.Now())
+	srv.Signal(syscall.SIGSTOP)
 	time.Sleep(1500 * time.Millisecond)
-	begin(4, "", time.Now()) // closes phase 3's clock
+	srv.Signal(syscall.SIGCONT)
+	thawed := time.Now()
+	up.rearm(4, thawed)
+	at, ok = up.waitFull(4, 4*lease)
+	require.True(t, ok, "the fleet never got back to full capacity after the freeze")
+	phases[4].recovery = fmt.Sprintf("full capacity again %v after the thaw", at.Sub(thawed).Round(time.Millisecond))
+	time.Sleep(500 * time.Millisecond)
+
+	begin(5, "after the faults", time.Now())
+	time.Sleep(1500 * time.Millisecond)
+	begin(6, "", time.Now()) // closes phase 5's clock
 	phases = phases[:len(phases)-1]
 
 	var report strings.Builder

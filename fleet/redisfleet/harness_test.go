@@ -312,6 +312,13 @@ func (u *upstream) enter(ph int, notBefore time.Time) {
 	u.phase.Store(int32(ph))
 }
 
+// rearm makes reaching the capacity in phase ph count as full again, from notBefore on, keeping
+// the phase's peak.
+func (u *upstream) rearm(ph int, notBefore time.Time) {
+	u.fullAfter[ph].Store(notBefore.UnixNano())
+	u.full[ph].Store(0)
+}
+
 // waitFull waits until the calls in flight have reached the capacity in phase ph and returns
 // when that happened, or false after within.
 func (u *upstream) waitFull(ph int, within time.Duration) (time.Time, bool) {

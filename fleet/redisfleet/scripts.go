@@ -86,16 +86,17 @@ local function load(now, ttl, longest, create)
     redis.call('DEL', L, Q, QE, QX)
     st.born, st.held, st.nq, st.mexp = now, 0, 0, 0
     st.rid, st.rchk = runid(), now
-    st.qt, st.why = now + math.max(ttl, longest), 1
+    st.qt, st.why = now + math.max(ttl, longest, 1000000), 1
   elseif now - st.rchk >= 1000 or now < st.rchk then
     local rid = runid()
     st.rchk = now
     if rid ~= st.rid then
       st.rid = rid
       st.born = math.max(now, st.born + 1)
-      local pause = math.max(ttl, longest)
-      if now < st.mttlx then pause = math.max(pause, st.mttl) end
-      st.qt, st.why = now + pause, 2
+      -- The longest TTL that may be in use: the call's own (none for a release), the longest
+      -- its asker has heard of, the longest this state remembers even if it lapsed since (the
+      -- state is old), and never less than the shortest lease (1 s).
+      st.qt, st.why = now + math.max(ttl, longest, st.mttl, 1000000), 2
     end
   end
   if now < st.qt and st.born + ttl > st.qt then st.qt = st.born + ttl end
