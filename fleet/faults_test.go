@@ -304,3 +304,50 @@ func TestLossSeenByAReleaseStillPauses(t *testing.T) {
 		p2.Release()
 	})
 }
+
+// A waiter whose process hears no pushes (its subscription failed) and then died is not granted
+// by others (it would never learn of it, and the permit would be lost for a TTL): its queue
+// entry dies within the 600 ms heartbeat, whatever the lease TTL, and the queue moves on.
+func TestUnheardWaiterLapsesWithinAHeartbeat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := fleet.NewMemory()
+		dead := &partition{b: m}
+		dead.nosub.Store(true)
+		holder := newSem(t, m, "api", 1, fleet.WithLease(time.Minute))
+		d := newSem(t, dead, "api", 1, fleet.WithLease(time.Minute))
+		live := newSem(t, m, "api", 1, fleet.WithLease(time.Minute))
+		p, err := holder.Acquire(t.Context(), 1)
+		require.NoError(t, err)
+		_ = acquireAsync(t.Context(), d, 1) // heads the queue, without pushes
+		synctest.Wait()
+		got := acquireAsync(t.Context(), live, 1)
+		synctest.Wait()
+		dead.cut.Store(true) // its process dies
+		t0 := time.Now()
+		p.Release()
+		r := <-got
+		require.NoError(t, r.err)
+		assert.LessOrEqual(t, time.Since(t0), time.Second, "served within a second of the release, whatever the TTL")
+		assert.Zero(t, d.Stats().Held, "nothing was granted to the dead waiter")
+		r.p.Release()
+	})
+}
+
+// A small request never passes a larger one queued before it (head-of-line, as in package
+// semaphore), though it would fit.
+func TestSmallRequestDoesNotPassALargeQueuedOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := fleet.NewMemory()
+		holder, big, small := newSem(t, m, "api", 3), newSem(t, m, "api", 3), newSem(t, m, "api", 3)
+		p, err := holder.Acquire(t.Context(), 1)
+		require.NoError(t, err)
+		got := acquireAsync(t.Context(), big, 3) // does not fit: queued
+		synctest.Wait()
+		_, err = small.AcquireTimeout(t.Context(), 1, time.Second)
+		require.ErrorIs(t, err, fleet.ErrTimeout, "1 fits beside the 1 held, but the 3 queued first")
+		p.Release()
+		r := <-got
+		require.NoError(t, r.err)
+		r.p.Release()
+	})
+}

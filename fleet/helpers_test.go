@@ -30,11 +30,12 @@ func newSem(t testing.TB, b fleet.Backend, name string, capacity int64, opts ...
 // reach the backend but lose their replies; deaf drops every wake-up message; slow makes every
 // Acquire's reply take that long (nanoseconds) after the backend decided.
 type partition struct {
-	b    fleet.Backend
-	cut  atomic.Bool
-	lose atomic.Int32
-	deaf atomic.Bool
-	slow atomic.Int64
+	b     fleet.Backend
+	cut   atomic.Bool
+	lose  atomic.Int32
+	deaf  atomic.Bool
+	slow  atomic.Int64
+	nosub atomic.Bool // every Subscribe fails: grants are never pushed to it
 
 	mu    sync.Mutex
 	stops []func() // the subscriptions made through it
@@ -116,6 +117,9 @@ func (p *partition) Release(ctx context.Context, req fleetdriver.ReleaseRequest)
 func (p *partition) Subscribe(ctx context.Context, name, inst string, deliver func(fleetdriver.Lease)) (func(), error) {
 	if err := p.fail(); err != nil {
 		return nil, err
+	}
+	if p.nosub.Load() {
+		return nil, errCut
 	}
 	stop, err := p.b.Subscribe(ctx, name, inst, func(g fleetdriver.Lease) {
 		if !p.deaf.Load() && !p.cut.Load() {

@@ -416,16 +416,19 @@ func (m *Memory) grantHeads(name string, st *memState, now int64, except string)
 		if h.lease.ID == except || st.held+h.lease.N > h.lease.Capacity {
 			return pushes, grants
 		}
+		if !h.push {
+			// Its asker hears no push: granted now, it would learn of it only when it asks
+			// again, and a dead one never would. It is granted when it asks (every 200 ms).
+			return pushes, grants
+		}
 		st.queue = st.queue[1:]
 		if !m.listening(name, h) {
 			continue // its process died: the queue moves on at once
 		}
 		tok := st.grant(h.lease, now, h.ttl, 0)
-		if h.push {
-			g := h.lease
-			g.Token, g.Epoch = tok, st.born
-			pushes, grants = append(pushes, h), append(grants, g)
-		}
+		g := h.lease
+		g.Token, g.Epoch = tok, st.born
+		pushes, grants = append(pushes, h), append(grants, g)
 	}
 	return pushes, grants
 }

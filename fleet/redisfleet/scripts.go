@@ -166,13 +166,13 @@ local function heads(st, now, except)
     local c, n = weight(head)
     if st.held + n > c then return end
     local ttl, push = string.match(redis.call('HGET', QX, head) or '0:0', '^(%d+):(%d)$')
+    -- An asker that hears no push would learn of its grant only when it asks again, and a dead
+    -- one never: it is granted when it asks (every 200 ms), not here.
+    if push ~= '1' then return end
     dequeue(st, head)
     local tok = math.max(st.tok + 1, now)
-    local heard = 1
-    if push == '1' then
-      -- (%d: a Lua number as text would be 1.7961e+15)
-      heard = redis.call('PUBLISH', P .. 'w:' .. string.match(head, '^[^.]*'), string.format('%s %d %d', head, tok, st.born))
-    end
+    -- (%d: a Lua number as text would be 1.7961e+15)
+    local heard = redis.call('PUBLISH', P .. 'w:' .. string.match(head, '^[^.]*'), string.format('%s %d %d', head, tok, st.born))
     if heard > 0 then
       st.tok = tok
       lease(st, head, n, now + tonumber(ttl))
