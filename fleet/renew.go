@@ -125,7 +125,11 @@ func (s *Semaphore) renew() time.Duration {
 	}
 	s.ok()
 	s.see(rep.Epoch, rep.Paused, rep.Pause, rep.LongestTTL, 0, false)
-	return s.renewed(permits, len(req.Leases), rep, sent)
+	next, again := s.renewed(permits, len(req.Leases), rep, sent)
+	if again {
+		s.flush() // leases released while the renewal registered them: release them now
+	}
+	return next
 }
 
 // renewal decides whether it is time to renew and, if so, returns the permits to renew (leases
@@ -157,7 +161,8 @@ func (s *Semaphore) renewal() ([]*Permit, fleetdriver.RenewRequest, time.Duratio
 }
 
 // renewed applies a renewal's reply to permits (the first leases of them were leases, the rest
-// degraded permits to register), sent at sent, and returns how long until the next renewal.
+// degraded permits to register), sent at sent, and returns how long until the next renewal and
+// whether some of them must be released again.
 // Each permit ends in one of four ways:
 //   - a lease renewed (or registered again after a loss): its deadline moves to sent + TTL,
 //     never later than the backend's new expiry;
@@ -166,7 +171,7 @@ func (s *Semaphore) renewal() ([]*Permit, fleetdriver.RenewRequest, time.Duratio
 //     (the release found the data lost): released once more;
 //   - a degraded permit: now a lease, renewed from here on like any other — or, released
 //     meanwhile, given back.
-func (s *Semaphore) renewed(permits []*Permit, leases int, rep fleetdriver.RenewReply, sent time.Time) time.Duration {
+func (s *Semaphore) renewed(permits []*Permit, leases int, rep fleetdriver.RenewReply, sent time.Time) (time.Duration, bool) {
 	var lost []*Permit
 	again, reregistered, registered := 0, 0, 0
 	s.mu.Lock()
@@ -207,8 +212,8 @@ func (s *Semaphore) renewed(permits []*Permit, leases int, rep fleetdriver.Renew
 	s.rearmLocked()
 	s.nextRenew = sent.Add(s.cfg.ttl / 3)
 	next := max(time.Until(s.nextRenew), time.Millisecond)
-	if s.renewNow || again > 0 {
-		next = time.Millisecond // the worker flushes what is pending, and renews what is due, now
+	if s.renewNow {
+		next = time.Millisecond
 	}
 	s.mu.Unlock()
 	for _, p := range lost {
@@ -221,7 +226,7 @@ func (s *Semaphore) renewed(permits []*Permit, leases int, rep fleetdriver.Renew
 	if registered > 0 {
 		s.logInfo("fleet: permits granted while the backend was unreachable registered as leases", "permits", registered)
 	}
-	return next
+	return next, again > 0
 }
 
 // rearmLocked sets the watch to the earliest deadline of a live lease. s.mu is held.

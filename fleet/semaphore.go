@@ -544,7 +544,9 @@ func (s *Semaphore) subscribe(ctx context.Context) bool {
 	cancel()
 	s.mu.Lock()
 	if err != nil {
-		s.subFailed = time.Now()
+		if ctx.Err() == nil { // the backend's failure, not the end of this caller's wait
+			s.subFailed = time.Now()
+		}
 		s.mu.Unlock()
 		return false
 	}

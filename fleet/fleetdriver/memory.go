@@ -55,6 +55,9 @@ type Memory struct {
 
 type subKey struct{ name, inst string }
 
+// unheardRetry is how soon a queued request whose asker hears no pushes asks again.
+const unheardRetry = 10 * time.Millisecond
+
 // minPause is the shortest pause after a loss, in µs: the shortest lease fleet allows.
 const minPause = int64(time.Second / time.Microsecond)
 
@@ -497,6 +500,11 @@ func (m *Memory) ask(st *memState, now int64, req AcquireRequest) (AcquireReply,
 	}
 	if !rep.Granted {
 		rep.RetryIn = st.retryIn(now, micros(req.Heartbeat))
+		if !req.Push {
+			// Nobody grants it but its own ask (see grantHeads): ask soon, as it may hold up
+			// the queue behind it.
+			rep.RetryIn = min(rep.RetryIn, unheardRetry)
+		}
 	}
 	rep.Paused, rep.Pause, rep.LongestTTL = st.pause(now)
 	pushes, grants := m.grantHeads(req.Name, st, now, l.ID) // the purge may have let others in

@@ -164,19 +164,20 @@ func TestChaos(t *testing.T) {
 
 // regression: a replica killed with a waiter queued stopped every grant in the fleet for one lease
 // TTL (1.96-1.98 s at a 2 s lease, 15 s at the default): its queue entry lived a TTL and only the
-// head of the queue could be served. Four replica processes of four workers share a capacity of
-// four with a lease of 5 s; two are killed with SIGKILL while none of their calls is in flight (so
-// they hold no permit, but have waiters queued). The longest time without a call start at the
-// upstream, from the kill to 3 s later, must stay within a second, whatever the TTL.
+// head of the queue could be served. Five replica processes of three workers share a capacity of
+// six with a lease of 5 s; one is killed with SIGKILL between its calls, with its waiters queued
+// (it may hold a permit or three, which come back only after the TTL: the other three or more
+// keep going). Twice over, the longest time without a call start at the upstream, from the kill
+// to 3 s later, must stay within a second, whatever the TTL.
 func TestKillWithWaitersQueuedStallsAtMostASecond(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process")
 	}
 	t.Parallel()
 	const (
-		replicas = 4
-		workers  = 4
-		capacity = 4
+		replicas = 5
+		workers  = 3
+		capacity = 6
 		lease    = 5 * time.Second
 		hold     = 20 * time.Millisecond
 	)
@@ -199,28 +200,16 @@ func TestKillWithWaitersQueuedStallsAtMostASecond(t *testing.T) {
 	}
 	var gaps []time.Duration
 	for round := range 2 {
-		victims := rs[2*round : 2*round+2]
+		victim := rs[round]
 		deadline = time.Now().Add(10 * time.Second)
-		// Kill them between their calls: nothing of theirs in flight, their waiters queued.
-		for up.perReplica[victims[0].id].Load() > 0 || up.perReplica[victims[1].id].Load() > 0 {
-			require.True(t, time.Now().Before(deadline), "the victims always had calls in flight")
+		for up.perReplica[victim.id].Load() > 0 { // between its calls: its waiters queued
+			require.True(t, time.Now().Before(deadline), "the victim always had calls in flight")
 			time.Sleep(50 * time.Microsecond)
 		}
 		killed := time.Now()
-		for _, r := range victims {
-			r.kill()
-		}
+		victim.kill()
 		time.Sleep(3 * time.Second)
-		gap := longestGap(up.startsBetween(killed, killed.Add(3*time.Second)), killed, killed.Add(3*time.Second))
-		gaps = append(gaps, gap)
-		if round == 0 { // two more, so that the second round has someone to kill
-			for i := range 2 {
-				rs = append(rs, startReplica(t, replicaConfig{
-					ID: replicas + i, Redis: srv.Addr, Upstream: up.URL, Name: "kill-queued", Capacity: capacity, Lease: lease, Workers: workers,
-				}))
-			}
-			rs[0], rs[1], rs[2], rs[3], rs[4], rs[5] = rs[2], rs[3], rs[4], rs[5], rs[0], rs[1]
-		}
+		gaps = append(gaps, longestGap(up.startsBetween(killed, killed.Add(3*time.Second)), killed, killed.Add(3*time.Second)))
 	}
 	t.Logf("longest time without a grant after a kill with waiters queued (lease %v): %v", lease, gaps)
 	for _, g := range gaps {

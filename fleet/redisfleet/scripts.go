@@ -201,7 +201,8 @@ local function paused(st, now)
 end
 
 -- ask is an acquire on a loaded and purged state: granted at once, queued (if wait), or, asked
--- again, kept in its place and granted once it heads the queue and fits. It saves the state and
+-- again, kept in its place and granted once it heads the queue and fits. An unheard request (no
+-- push) is told to ask again within 10 ms. It saves the state and
 -- returns the reply {granted, token or retry-in, epoch, paused, why, longest, queued, free}.
 local function ask(st, now, member, ttl, wait, hb, push, seen)
   local c, n = weight(member)
@@ -236,7 +237,11 @@ local function ask(st, now, member, ttl, wait, hb, push, seen)
     return grant()
   end
   heads(st, now, member)
-  return reply(0, hint(st, now, hb))
+  local h = hint(st, now, hb)
+  -- Nobody grants an unheard request but its own ask (see heads): it asks again soon, as it
+  -- may hold up the queue behind it.
+  if push ~= '1' then h = math.min(h, 10000) end
+  return reply(0, h)
 end
 `
 
