@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -29,12 +30,16 @@ func (r LimiterRecord) Stat(name string) (int64, bool) {
 // are one service's numbers: in flight, waiting, calls and limits add up. A fleet semaphore's
 // capacity is the bound every process shares, not a per-semaphore number: it is a "largest" stat.
 //
+// Names are made valid UTF-8 first (each invalid byte sequence becomes U+FFFD), as label values
+// must be, so two names that differ only there are one.
+//
 // Records of one type list the same stats in the same order, so a merge compares names in step
 // and looks a name up only when the lists differ.
 func SumByName(recs []LimiterRecord, largest ...string) []LimiterRecord {
 	out := make([]LimiterRecord, 0, len(recs))
 	at := make(map[string]int, len(recs)) // name → index in out
 	for _, r := range recs {
+		r.Name = strings.ToValidUTF8(r.Name, "\uFFFD")
 		i, seen := at[r.Name]
 		if !seen {
 			at[r.Name] = len(out)
@@ -67,7 +72,7 @@ const UnnamedScope = "scope"
 
 // A ScopeCount is what the exporters show of the recorded scopes of one name.
 type ScopeCount struct {
-	Name    string // the scopes' name; UnnamedScope for those without one
+	Name    string // the scopes' name, made valid UTF-8 as SumByName does; UnnamedScope for those without one
 	Open    int64  // scopes open: recorded at Open, and Join or Close has not returned
 	Running int64  // their running subtasks, as a dump counts them: forks blocked on a limit not included
 }
@@ -91,7 +96,7 @@ func CountScopes() []ScopeCount {
 	by := make(map[string]*ScopeCount)
 	var buf []taskCopy // reused from scope to scope
 	for _, e := range listed(nil) {
-		name := e.name
+		name := strings.ToValidUTF8(e.name, "\uFFFD")
 		if name == "" {
 			name = UnnamedScope
 		}

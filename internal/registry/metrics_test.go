@@ -58,6 +58,11 @@ func TestSumByName(t *testing.T) {
 			},
 		},
 		{
+			name: "names are made valid UTF-8, then merged",
+			give: []registry.LimiterRecord{{Name: "api\xff", Stats: stats("limit", 1)}, {Name: "api\xfe", Stats: stats("limit", 2)}},
+			want: []registry.LimiterRecord{{Name: "api\uFFFD", Stats: stats("limit", 3)}},
+		},
+		{
 			name:    "a largest stat takes the largest value",
 			give:    []registry.LimiterRecord{{Name: "f", Stats: stats("capacity", 40, "held", 3)}, {Name: "f", Stats: stats("capacity", 30, "held", 4)}},
 			largest: []string{"capacity"},
@@ -180,6 +185,17 @@ func TestCountScopesNamesTheUnnamed(t *testing.T) {
 	assert.Equal(t, before.Open+1, c.Open)
 	close(release)
 	require.NoError(t, s.Join())
+}
+
+func TestCountScopesMakesNamesValidUTF8(t *testing.T) {
+	scopesOnly(t)
+	a := scope.Open(t.Context(), scope.WithName("count-\xff"))
+	b := scope.Open(t.Context(), scope.WithName("count-\xfe"))
+	c, ok := count("count-\uFFFD")
+	require.True(t, ok)
+	assert.Equal(t, int64(2), c.Open)
+	require.NoError(t, a.Join())
+	require.NoError(t, b.Join())
 }
 
 func TestCountScopesSkipsWhatWasNotRecorded(t *testing.T) {
