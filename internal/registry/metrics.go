@@ -33,37 +33,56 @@ func (r LimiterRecord) Stat(name string) (int64, bool) {
 // Names are made valid UTF-8 first (each invalid byte sequence becomes U+FFFD), as label values
 // must be, so two names that differ only there are one.
 //
-// Records of one type list the same stats in the same order, so a merge compares names in step
-// and looks a name up only when the lists differ.
+// It returns recs itself when every name is valid and distinct, the common case, and never
+// changes recs. Records of one type list the same stats in the same order, so a merge compares
+// names in step and looks a name up only when the lists differ.
 func SumByName(recs []LimiterRecord, largest ...string) []LimiterRecord {
-	out := make([]LimiterRecord, 0, len(recs))
 	at := make(map[string]int, len(recs)) // name → index in out
-	for _, r := range recs {
-		r.Name = strings.ToValidUTF8(r.Name, "\uFFFD")
-		i, seen := at[r.Name]
-		if !seen {
-			at[r.Name] = len(out)
-			out = append(out, LimiterRecord{Name: r.Name, Stats: slices.Clone(r.Stats), OldestWaiting: r.OldestWaiting})
+	var out []LimiterRecord               // nil until a name is not valid UTF-8 or repeats
+	for k, r := range recs {
+		name := strings.ToValidUTF8(r.Name, "\uFFFD")
+		i, seen := at[name]
+		if out == nil && !seen && name == r.Name {
+			at[name] = k // the common case: out would be recs so far
 			continue
 		}
-		m := &out[i]
-		m.OldestWaiting = max(m.OldestWaiting, r.OldestWaiting)
-		for k, s := range r.Stats {
-			j := k
-			if j >= len(m.Stats) || m.Stats[j].Name != s.Name {
-				j = slices.IndexFunc(m.Stats, func(t Stat) bool { return t.Name == s.Name })
-			}
-			switch {
-			case j < 0:
-				m.Stats = append(m.Stats, s)
-			case slices.Contains(largest, s.Name):
-				m.Stats[j].Value = max(m.Stats[j].Value, s.Value)
-			default:
-				m.Stats[j].Value += s.Value
-			}
+		if out == nil {
+			out = make([]LimiterRecord, k, len(recs))
+			copy(out, recs[:k])
 		}
+		if !seen {
+			at[name] = len(out)
+			out = append(out, LimiterRecord{Name: name, Stats: r.Stats, OldestWaiting: r.OldestWaiting})
+			continue
+		}
+		out[i] = merge(out[i], r, largest)
+	}
+	if out == nil {
+		return recs
 	}
 	return out
+}
+
+// merge returns m with r's stats added (see SumByName). m's stats are copied first: they may be
+// those of a record given to SumByName, which it never changes.
+func merge(m, r LimiterRecord, largest []string) LimiterRecord {
+	m.Stats = slices.Clone(m.Stats)
+	m.OldestWaiting = max(m.OldestWaiting, r.OldestWaiting)
+	for k, s := range r.Stats {
+		j := k
+		if j >= len(m.Stats) || m.Stats[j].Name != s.Name {
+			j = slices.IndexFunc(m.Stats, func(t Stat) bool { return t.Name == s.Name })
+		}
+		switch {
+		case j < 0:
+			m.Stats = append(m.Stats, s)
+		case slices.Contains(largest, s.Name):
+			m.Stats[j].Value = max(m.Stats[j].Value, s.Value)
+		default:
+			m.Stats[j].Value += s.Value
+		}
+	}
+	return m
 }
 
 // UnnamedScope is the name the exporters give a scope opened without scope.WithName, as its
