@@ -1,0 +1,317 @@
+package otel_test
+
+import (
+	"context"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	loomotel "github.com/goloom/loom/exporters/otel"
+	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/inspect"
+	"github.com/goloom/loom/internal/registry"
+	"github.com/goloom/loom/limiter"
+	"github.com/goloom/loom/limiter/adaptive"
+	"github.com/goloom/loom/scope"
+)
+
+// The instruments, each with its unit, its kind and its attributes.
+var wantInstruments = map[string]struct{ unit, kind, attrs string }{
+	"loom.limiter.in_flight":      {"{call}", "updown", "loom.limiter.name"},
+	"loom.limiter.waiting":        {"{call}", "updown", "loom.limiter.name"},
+	"loom.limiter.limit":          {"{call}", "updown", "loom.limiter.name"},
+	"loom.limiter.rate_waiting":   {"{call}", "updown", "loom.limiter.name"},
+	"loom.limiter.calls":          {"{call}", "counter", "loom.limiter.name,loom.limiter.outcome"},
+	"loom.limiter.panics":         {"{panic}", "counter", "loom.limiter.name"},
+	"loom.limiter.limit_changes":  {"{change}", "counter", "loom.limiter.name"},
+	"loom.fleet.capacity":         {"{permit}", "gauge", "loom.fleet.name"},
+	"loom.fleet.permits_held":     {"{permit}", "updown", "loom.fleet.name"},
+	"loom.fleet.waiting":          {"{call}", "updown", "loom.fleet.name"},
+	"loom.fleet.acquired":         {"{permit}", "counter", "loom.fleet.name"},
+	"loom.fleet.leases_lost":      {"{permit}", "counter", "loom.fleet.name"},
+	"loom.fleet.unavailable":      {"{call}", "counter", "loom.fleet.name"},
+	"loom.fleet.degraded":         {"{permit}", "counter", "loom.fleet.name"},
+	"loom.fleet.round_trips":      {"{round_trip}", "counter", "loom.fleet.name"},
+	"loom.scope.open":             {"{scope}", "updown", "loom.scope.name"},
+	"loom.scope.subtasks_running": {"{subtask}", "updown", "loom.scope.name"},
+}
+
+// TestLimiterPointsAreItsStats reads a limiter with every outcome counted through a
+// ManualReader, with the limiter at rest, so that the collection and Stats() are of one instant.
+func TestLimiterPointsAreItsStats(t *testing.T) {
+	reader := newReader(t)
+	name := unique("otel-busy")
+	l, release := busyLimiter(t, name)
+	defer release()
+	got, s := atRest(t, reader, l.Stats)
+	assert.Equal(t, limiterPoints(name, s), values(got, "loom.limiter.name", name))
+}
+
+// grow is an adaptive controller that raises the limit by one each window, up to 8.
+type grow struct{}
+
+func (grow) Update(w adaptive.Window) int { return min(w.Limit+1, 8) }
+
+func TestRateWaitingAndLimitChanges(t *testing.T) {
+	reader := newReader(t)
+	ratedName, movedName := unique("otel-rated"), unique("otel-adaptive")
+	rated := limiter.New(4, limiter.WithName(ratedName), limiter.WithRate(1.0/3600, 1))
+	require.NoError(t, rated.Do(t.Context(), func(context.Context) error { return nil }))
+	ctx, cancel := context.WithCancel(t.Context())
+	waited := make(chan error, 1)
+	go func() { waited <- rated.Do(ctx, func(context.Context) error { return nil }) }()
+	eventually(t, func() bool { return rated.Stats().RateWaiting == 1 }, "a call waits for a token")
+	moved := limiter.New(2, limiter.WithName(movedName), limiter.WithAdaptive(grow{}))
+	for i := 0; moved.Stats().LimitChanges == 0; i++ {
+		require.Less(t, i, 1_000_000, "no window closed")
+		require.NoError(t, moved.Do(t.Context(), func(context.Context) error { return nil }))
+	}
+
+	got, s := atRest(t, reader, rated.Stats)
+	assert.Equal(t, limiterPoints(ratedName, s), values(got, "loom.limiter.name", ratedName))
+	assert.Equal(t, int64(1), got[key("loom.limiter.rate_waiting", "loom.limiter.name", ratedName)].Value)
+	got, m := atRest(t, reader, moved.Stats)
+	assert.Equal(t, limiterPoints(movedName, m), values(got, "loom.limiter.name", movedName))
+	assert.Positive(t, got[key("loom.limiter.limit_changes", "loom.limiter.name", movedName)].Value)
+
+	cancel()
+	require.ErrorIs(t, <-waited, context.Canceled)
+}
+
+func TestInstruments(t *testing.T) {
+	reader := newReader(t)
+	inspect.Enable(inspect.Scopes)
+	defer inspect.Disable(inspect.Scopes)
+	name := unique("otel-kinds")
+	l, release := busyLimiter(t, name)
+	defer release()
+	sem := fleet.New(fleet.NewMemory(), name, 1)
+	defer sem.Close()
+	s := scope.Open(t.Context(), scope.WithName(name))
+	defer s.Join()
+
+	type inst struct{ unit, kind, attrs string }
+	got := map[string]inst{}
+	outcomes := map[string]bool{}
+	for k, p := range collect(t, reader) {
+		if !strings.Contains(k, `"`+name+`"`) {
+			continue
+		}
+		metric, rest, _ := strings.Cut(k, "{")
+		var keys []string
+		for kv := range strings.SplitSeq(strings.TrimSuffix(rest, "}"), ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			keys = append(keys, k)
+			if k == "loom.limiter.outcome" {
+				outcomes[strings.Trim(v, `"`)] = true
+			}
+		}
+		got[metric] = inst{p.Unit, p.Kind, strings.Join(keys, ",")}
+	}
+	want := map[string]inst{}
+	for k, v := range wantInstruments {
+		want[k] = inst(v)
+	}
+	assert.Equal(t, want, got)
+	assert.Equal(t, []string{"cancelled", "completed", "failed", "rejected", "timed_out"}, sortedKeys(outcomes))
+	runtime.KeepAlive(l)
+}
+
+// The exporter reads limiter.Stats and fleet.Stats by field name, through the registry: each
+// field it reads must still be there, under the name it reads.
+func TestEveryStatReadIsThere(t *testing.T) {
+	name := unique("otel-fields")
+	l := limiter.New(1, limiter.WithName(name))
+	sem := fleet.New(fleet.NewMemory(), name, 1)
+	defer sem.Close()
+	limiters, semaphores := loomotel.StatsRead()
+	for _, tt := range []struct {
+		what  string
+		typ   reflect.Type
+		want  []string // the fields the instruments stand for
+		reads []string
+		recs  []registry.LimiterRecord
+	}{
+		{"limiter.Stats", reflect.TypeFor[limiter.Stats](),
+			[]string{"Limit", "InFlight", "Waiting", "RateWaiting", "Completed", "Failed", "Rejected", "TimedOut", "Cancelled", "Panicked", "LimitChanges"},
+			limiters, registry.CollectLimiters()},
+		{"fleet.Stats", reflect.TypeFor[fleet.Stats](),
+			[]string{"Capacity", "Held", "Waiting", "Acquired", "LeasesLost", "Unavailable", "Degraded", "RoundTrips"},
+			semaphores, registry.CollectSemaphores()},
+	} {
+		var fields []string
+		for _, f := range tt.want {
+			_, ok := tt.typ.FieldByName(f)
+			require.True(t, ok, "%s has no field %s any more: the exporter's table needs it", tt.what, f)
+			fields = append(fields, registry.LowerCamel(f))
+		}
+		assert.ElementsMatch(t, fields, tt.reads, "%s: the fields read", tt.what)
+		var rec *registry.LimiterRecord
+		for i := range tt.recs {
+			if tt.recs[i].Name == name {
+				rec = &tt.recs[i]
+			}
+		}
+		require.NotNil(t, rec, tt.what)
+		for _, stat := range tt.reads {
+			_, ok := rec.Stat(stat)
+			assert.True(t, ok, "%s: the registry has no stat %q", tt.what, stat)
+		}
+	}
+	runtime.KeepAlive(l)
+}
+
+func TestSameNameIsSummed(t *testing.T) {
+	reader := newReader(t)
+	name := unique("otel-twice")
+	a, releaseA := busyLimiter(t, name)
+	defer releaseA()
+	b := limiter.New(5, limiter.WithName(name))
+	require.NoError(t, b.Do(t.Context(), func(context.Context) error { return nil }))
+	mem := fleet.NewMemory()
+	s1 := fleet.New(mem, name, 3)
+	defer s1.Close()
+	s2 := fleet.New(mem, name, 3)
+	defer s2.Close()
+	p1, err := s1.Acquire(t.Context(), 2)
+	require.NoError(t, err)
+	defer p1.Release()
+	p2, err := s2.Acquire(t.Context(), 1)
+	require.NoError(t, err)
+	defer p2.Release()
+
+	got, s := atRest(t, reader, func() limiter.Stats { return add(a.Stats(), b.Stats()) })
+	assert.Equal(t, limiterPoints(name, s), values(got, "loom.limiter.name", name))
+	assert.Equal(t, int64(7), got[key("loom.limiter.limit", "loom.limiter.name", name)].Value, "2 + 5")
+	got, f := atRest(t, reader, func() fleet.Stats { return add(s1.Stats(), s2.Stats()) })
+	assert.Equal(t, int64(3), got[key("loom.fleet.capacity", "loom.fleet.name", name)].Value, "the capacity both share, not 3 + 3")
+	assert.Equal(t, int64(3), got[key("loom.fleet.permits_held", "loom.fleet.name", name)].Value, "2 + 1")
+	assert.Equal(t, f.Acquired, got[key("loom.fleet.acquired", "loom.fleet.name", name)].Value)
+}
+
+func TestFleetPointsAreItsStats(t *testing.T) {
+	reader := newReader(t)
+	name, downName := unique("otel-fleet"), unique("otel-fleet-down")
+	sem := fleet.New(fleet.NewMemory(), name, 3, fleet.WithLease(time.Hour))
+	defer sem.Close()
+	held, err := sem.Acquire(t.Context(), 3)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	waited := make(chan error, 1)
+	go func() {
+		p, err := sem.Acquire(ctx, 1)
+		if err == nil {
+			p.Release()
+		}
+		waited <- err
+	}()
+	eventually(t, func() bool { return sem.Stats().Waiting == 1 }, "an Acquire waits")
+	downMem := fleet.NewMemory()
+	down := fleet.New(downMem, downName, 2, fleet.WithLease(time.Hour), fleet.WhenUnavailable(fleet.Degrade(1)))
+	defer down.Close()
+	downMem.SetDown(true)
+	degraded, err := down.Acquire(t.Context(), 1)
+	require.NoError(t, err)
+	require.True(t, degraded.Degraded())
+
+	want := func(name string, s fleet.Stats) map[string]int64 {
+		const attr = "loom.fleet.name"
+		return map[string]int64{
+			key("loom.fleet.capacity", attr, name):     s.Capacity,
+			key("loom.fleet.permits_held", attr, name): s.Held,
+			key("loom.fleet.waiting", attr, name):      int64(s.Waiting),
+			key("loom.fleet.acquired", attr, name):     s.Acquired,
+			key("loom.fleet.leases_lost", attr, name):  s.LeasesLost,
+			key("loom.fleet.unavailable", attr, name):  s.Unavailable,
+			key("loom.fleet.degraded", attr, name):     s.Degraded,
+			key("loom.fleet.round_trips", attr, name):  s.RoundTrips,
+		}
+	}
+	got, s := atRest(t, reader, sem.Stats)
+	assert.Equal(t, want(name, s), values(got, "loom.fleet.name", name))
+	assert.Equal(t, int64(1), got[key("loom.fleet.waiting", "loom.fleet.name", name)].Value)
+	got, d := atRest(t, reader, down.Stats)
+	assert.Equal(t, want(downName, d), values(got, "loom.fleet.name", downName))
+	assert.Positive(t, d.Unavailable)
+	assert.Positive(t, d.Degraded)
+
+	cancel()
+	require.ErrorIs(t, <-waited, context.Canceled)
+	held.Release()
+	degraded.Release()
+	downMem.SetDown(false)
+}
+
+func TestScopePoints(t *testing.T) {
+	reader := newReader(t)
+	inspect.Enable(inspect.Scopes)
+	defer inspect.Disable(inspect.Scopes)
+	name := unique("otel-profile")
+	release := make(chan struct{})
+	started := make(chan struct{}, 3)
+	block := func(context.Context) error { started <- struct{}{}; <-release; return nil }
+	a := scope.Open(t.Context(), scope.WithName(name))
+	a.Go(block)
+	a.Go(block)
+	b := scope.Open(t.Context(), scope.WithName(name))
+	b.Go(block)
+	for range 3 {
+		<-started
+	}
+	got := collect(t, reader)
+	assert.Equal(t, int64(2), got[key("loom.scope.open", "loom.scope.name", name)].Value)
+	assert.Equal(t, int64(3), got[key("loom.scope.subtasks_running", "loom.scope.name", name)].Value)
+	close(release)
+	require.NoError(t, a.Join())
+	require.NoError(t, b.Join())
+	got = collect(t, reader)
+	p, ok := got[key("loom.scope.open", "loom.scope.name", name)]
+	assert.True(t, ok, "a name seen once stays, at 0")
+	assert.Zero(t, p.Value)
+}
+
+func TestCollectedLimiterLeaves(t *testing.T) {
+	reader := newReader(t)
+	name := unique("otel-gone")
+	func() {
+		l := limiter.New(1, limiter.WithName(name))
+		require.Contains(t, collect(t, reader), key("loom.limiter.limit", "loom.limiter.name", name))
+		runtime.KeepAlive(l)
+	}()
+	func() {
+		s := fleet.New(fleet.NewMemory(), name, 1)
+		require.Contains(t, collect(t, reader), key("loom.fleet.capacity", "loom.fleet.name", name))
+		require.NoError(t, s.Close()) // its worker holds it until Close
+	}()
+	eventually(t, func() bool {
+		runtime.GC()
+		got := collect(t, reader)
+		return len(values(got, "loom.limiter.name", name)) == 0 && len(values(got, "loom.fleet.name", name)) == 0
+	}, "a collected limiter and semaphore leave the next collection")
+}
+
+func TestUnregisterStopsTheObservations(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	reg, err := loomotel.Register(mp)
+	require.NoError(t, err)
+	name := unique("otel-unregister")
+	l := limiter.New(1, limiter.WithName(name))
+	require.Contains(t, collect(t, reader), key("loom.limiter.limit", "loom.limiter.name", name))
+	require.NoError(t, reg.Unregister())
+	assert.NotContains(t, collect(t, reader), key("loom.limiter.limit", "loom.limiter.name", name))
+	runtime.KeepAlive(l)
+}
+
+func TestRegisterNil(t *testing.T) {
+	reg, err := loomotel.Register(nil)
+	assert.Nil(t, reg)
+	assert.EqualError(t, err, "otel: Register: nil MeterProvider")
+}
