@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goloom/loom/exporters/prometheus/internal/promtest"
 	"github.com/goloom/loom/limiter"
 )
 
@@ -42,16 +44,16 @@ func TestScrapedByPrometheus(t *testing.T) {
 	})
 	defer func() { stop(); wait() }()
 
-	prom := startPrometheus(t, strings.TrimPrefix(exposed.URL, "http://"))
+	prom := promtest.Start(t, strings.TrimPrefix(exposed.URL, "http://"))
 
 	// rate() needs two samples of the counter in its window.
-	var rate []promSeries
+	var rate []promtest.Series
 	require.Eventually(t, func() bool {
 		var err error
-		rate, err = prom.query(`rate(loom_limiter_calls_total{limiter="prom-api",outcome="rejected"}[5s])`)
+		rate, err = prom.Query(`rate(loom_limiter_calls_total{limiter="prom-api",outcome="rejected"}[5s])`)
 		require.NoError(t, err)
 		return len(rate) == 1 && rate[0].Samples[0].V > 0
-	}, 60*time.Second, 50*time.Millisecond, "Prometheus never saw a rejection rate; its log:\n%s", prom.log.String())
+	}, 60*time.Second, 50*time.Millisecond, "Prometheus never saw a rejection rate; its log:\n%s", prom.Log())
 	assert.Equal(t, "loom", rate[0].Metric["job"])
 	assert.Equal(t, "prom-api", rate[0].Metric["limiter"])
 	t.Logf("rejections: %.0f/s", rate[0].Samples[0].V)
@@ -66,7 +68,7 @@ func TestScrapedByPrometheus(t *testing.T) {
 		{"loom_limiter_limit", func(v float64) bool { return v == limit }},
 		{"loom_limiter_waiting", func(v float64) bool { return v == 0 }}, // WithMaxWaiting(0)
 	} {
-		got, err := prom.query(tt.metric + `{limiter="prom-api"}[10m]`)
+		got, err := prom.Query(tt.metric + `{limiter="prom-api"}[10m]`)
 		require.NoError(t, err)
 		require.Len(t, got, 1, tt.metric)
 		require.GreaterOrEqual(t, len(got[0].Samples), 2, tt.metric)
@@ -79,15 +81,29 @@ func TestScrapedByPrometheus(t *testing.T) {
 	}
 	assert.Positive(t, busiest, "some scrape saw calls in flight")
 	// Calls ran: every completed-calls sample grows.
-	got, err := prom.query(`loom_limiter_calls_total{limiter="prom-api",outcome="completed"}[10m]`)
+	got, err := prom.Query(`loom_limiter_calls_total{limiter="prom-api",outcome="completed"}[10m]`)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	for i := 1; i < len(got[0].Samples); i++ {
 		assert.GreaterOrEqual(t, got[0].Samples[i].V, got[0].Samples[i-1].V, "a counter never goes down")
 	}
 	assert.Positive(t, got[0].Samples[len(got[0].Samples)-1].V)
-	up, err := prom.query(`up{job="loom"}`)
+	up, err := prom.Query(`up{job="loom"}`)
 	require.NoError(t, err)
 	require.Len(t, up, 1)
 	assert.Equal(t, 1.0, up[0].Samples[0].V, "the scrape succeeds")
+}
+
+// load calls do in a loop on each of workers goroutines until ctx ends; it returns a function
+// that waits for the workers.
+func load(ctx context.Context, workers int, do func(context.Context) error) (wait func()) {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_ = do(ctx)
+			}
+		})
+	}
+	return wg.Wait
 }

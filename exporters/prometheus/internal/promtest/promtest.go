@@ -1,8 +1,9 @@
-package prometheus_test
+// Package promtest starts a real Prometheus server for tests (Debian's prometheus package, which
+// CI installs) and asks it what it stored, through its HTTP API.
+package promtest
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,26 +17,24 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 )
 
-// A promServer is a real Prometheus server (Debian's prometheus package) that the test started
-// on a loopback port, with a config of its own and a storage directory in the test's temp dir.
-// It is stopped when the test ends.
-type promServer struct {
-	url    string
+// ScrapeEvery is the scrape interval of the servers Start starts: short, so that a test sees
+// several samples in a few seconds.
+const ScrapeEvery = 200 * time.Millisecond
+
+// A Server is a Prometheus server that a test started on a loopback port, with a config of its
+// own and a storage directory in the test's temp dir. It is stopped when the test ends.
+type Server struct {
+	URL    string
 	client *http.Client
 	log    *lockedBuffer
 }
 
-// scrapeEvery is the scrape interval of the test's servers: short, so that a test sees several
-// samples in a few seconds.
-const scrapeEvery = 200 * time.Millisecond
-
-// startPrometheus starts Prometheus scraping target (host:port, path /metrics) as job "loom".
-// Without a prometheus binary the test is skipped, unless CI=true: then it fails.
-func startPrometheus(t *testing.T, target string) *promServer {
+// Start starts Prometheus scraping target (host:port, path /metrics) as job "loom", and waits
+// until it is ready. Without a prometheus binary on $PATH the test is skipped, unless CI=true:
+// then it fails.
+func Start(t testing.TB, target string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -46,7 +45,7 @@ func startPrometheus(t *testing.T, target string) *promServer {
 	}
 	dir := t.TempDir()
 	config := filepath.Join(dir, "prometheus.yml")
-	require.NoError(t, os.WriteFile(config, fmt.Appendf(nil, `global:
+	if err := os.WriteFile(config, fmt.Appendf(nil, `global:
   scrape_interval: %[1]s
   scrape_timeout: %[1]s
   evaluation_interval: %[1]s
@@ -54,13 +53,15 @@ scrape_configs:
   - job_name: loom
     static_configs:
       - targets: [%[2]q]
-`, scrapeEvery, target), 0o644))
+`, ScrapeEvery, target), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	// The port is free when we pick it, and another process could take it before Prometheus
 	// binds it: then Prometheus exits, and we try another.
 	var lastLog string
 	for range 3 {
-		addr := freeAddr(t)
+		addr := FreeAddr(t)
 		log := &lockedBuffer{}
 		cmd := exec.Command(bin,
 			"--config.file="+config,
@@ -69,11 +70,13 @@ scrape_configs:
 			"--log.level=warn",
 		)
 		cmd.Stdout, cmd.Stderr = log, log
-		require.NoError(t, cmd.Start())
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
-		p := &promServer{url: "http://" + addr, client: &http.Client{Timeout: 5 * time.Second}, log: log}
-		if p.waitReady(exited) {
+		s := &Server{URL: "http://" + addr, client: &http.Client{Timeout: 10 * time.Second}, log: log}
+		if s.waitReady(exited) {
 			t.Cleanup(func() {
 				_ = cmd.Process.Signal(os.Interrupt)
 				select {
@@ -82,12 +85,12 @@ scrape_configs:
 					_ = cmd.Process.Kill()
 					<-exited
 				}
-				p.client.CloseIdleConnections()
+				s.client.CloseIdleConnections()
 				if t.Failed() {
 					t.Logf("prometheus's log:\n%s", log.String())
 				}
 			})
-			return p
+			return s
 		}
 		_ = cmd.Process.Kill()
 		<-exited
@@ -98,14 +101,14 @@ scrape_configs:
 }
 
 // waitReady polls /-/ready until Prometheus answers, or it exits, or 60 s pass.
-func (p *promServer) waitReady(exited <-chan error) bool {
+func (s *Server) waitReady(exited <-chan error) bool {
 	for start := time.Now(); time.Since(start) < 60*time.Second; {
 		select {
 		case <-exited:
 			return false
 		case <-time.After(20 * time.Millisecond):
 		}
-		resp, err := p.client.Get(p.url + "/-/ready")
+		resp, err := s.client.Get(s.URL + "/-/ready")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -116,36 +119,55 @@ func (p *promServer) waitReady(exited <-chan error) bool {
 	return false
 }
 
-func freeAddr(t *testing.T) string {
+// Log returns what Prometheus has logged so far.
+func (s *Server) Log() string { return s.log.String() }
+
+// FreeAddr returns a loopback address whose port was free a moment ago.
+func FreeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	addr := l.Addr().String()
-	require.NoError(t, l.Close())
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	return addr
 }
 
-// A sample is one point of a series.
-type sample struct {
+// A Sample is one point of a series.
+type Sample struct {
 	T time.Time
 	V float64
 }
 
-// A promSeries is a series of a query's result: its labels and its samples (one for an
-// instant vector).
-type promSeries struct {
+// A Series is a series of a query's result: its labels and its samples (one for an instant
+// vector).
+type Series struct {
 	Metric  map[string]string
-	Samples []sample
+	Samples []Sample
 }
 
-// query evaluates expr at now through the HTTP API (/api/v1/query): an instant vector or, for a
-// range selector, a matrix of raw samples.
-func (p *promServer) query(expr string) ([]promSeries, error) {
-	return p.api("/api/v1/query", url.Values{"query": {expr}})
+// Query evaluates expr now through the HTTP API (/api/v1/query): an instant vector or, for a
+// range selector, a matrix of the raw samples.
+func (s *Server) Query(expr string) ([]Series, error) {
+	return s.api("/api/v1/query", url.Values{"query": {expr}})
 }
 
-func (p *promServer) api(path string, params url.Values) ([]promSeries, error) {
-	resp, err := p.client.PostForm(p.url+path, params)
+// QueryRange evaluates expr from start to end every step (/api/v1/query_range).
+func (s *Server) QueryRange(expr string, start, end time.Time, step time.Duration) ([]Series, error) {
+	unix := func(t time.Time) string { return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64) }
+	return s.api("/api/v1/query_range", url.Values{
+		"query": {expr},
+		"start": {unix(start)},
+		"end":   {unix(end)},
+		"step":  {strconv.FormatFloat(step.Seconds(), 'f', 3, 64)},
+	})
+}
+
+func (s *Server) api(path string, params url.Values) ([]Series, error) {
+	resp, err := s.client.PostForm(s.URL+path, params)
 	if err != nil {
 		return nil, err
 	}
@@ -154,8 +176,7 @@ func (p *promServer) api(path string, params url.Values) ([]promSeries, error) {
 		Status string `json:"status"`
 		Error  string `json:"error"`
 		Data   struct {
-			ResultType string `json:"resultType"`
-			Result     []struct {
+			Result []struct {
 				Metric map[string]string `json:"metric"`
 				Value  []any             `json:"value"`
 				Values [][]any           `json:"values"`
@@ -168,9 +189,9 @@ func (p *promServer) api(path string, params url.Values) ([]promSeries, error) {
 	if body.Status != "success" {
 		return nil, fmt.Errorf("%s %q: %s", path, params.Get("query"), body.Error)
 	}
-	var out []promSeries
+	var out []Series
 	for _, r := range body.Data.Result {
-		s := promSeries{Metric: r.Metric}
+		ser := Series{Metric: r.Metric}
 		points := r.Values
 		if r.Value != nil {
 			points = [][]any{r.Value}
@@ -180,28 +201,28 @@ func (p *promServer) api(path string, params url.Values) ([]promSeries, error) {
 			if err != nil {
 				return nil, err
 			}
-			s.Samples = append(s.Samples, smp)
+			ser.Samples = append(ser.Samples, smp)
 		}
-		out = append(out, s)
+		out = append(out, ser)
 	}
 	return out, nil
 }
 
 // parsePoint reads a [unix seconds, "value"] pair of the API.
-func parsePoint(pt []any) (sample, error) {
+func parsePoint(pt []any) (Sample, error) {
 	if len(pt) != 2 {
-		return sample{}, fmt.Errorf("a point of %d elements", len(pt))
+		return Sample{}, fmt.Errorf("a point of %d elements", len(pt))
 	}
 	ts, ok1 := pt[0].(float64)
 	vs, ok2 := pt[1].(string)
 	if !ok1 || !ok2 {
-		return sample{}, errors.New("a point that is not [time, \"value\"]")
+		return Sample{}, errors.New("a point that is not [time, \"value\"]")
 	}
 	v, err := strconv.ParseFloat(vs, 64)
 	if err != nil {
-		return sample{}, err
+		return Sample{}, err
 	}
-	return sample{T: time.UnixMilli(int64(ts * 1000)), V: v}, nil
+	return Sample{T: time.UnixMilli(int64(ts * 1000)), V: v}, nil
 }
 
 // lockedBuffer collects a process's output while the test may read it.
@@ -220,18 +241,4 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// load calls do in a loop on each of workers goroutines until ctx ends; it returns a function
-// that waits for the workers.
-func load(ctx context.Context, workers int, do func(context.Context) error) (wait func()) {
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				_ = do(ctx)
-			}
-		})
-	}
-	return wg.Wait
 }
