@@ -12,11 +12,11 @@
 // (capacity 6, on fleet.NewMemory, which stands for the fleet's Redis; at most 2 degraded
 // permits while it is down). Clients call the API in five phases, each -phase long:
 //
-//	steady    3 clients; the backend answers in 5 ms
+//	steady    1 client; the backend answers in 5 ms
 //	burst     16 clients: calls wait for a slot, and the limiter rejects what does not fit
 //	slow      3 clients; the backend takes 250 ms: tasks time out after 100 ms
 //	outage    16 clients; the fleet's backend is down: 2 permits at most, degraded ones
-//	recovery  3 clients; all is well again
+//	recovery  1 client; all is well again
 //
 // Run alone, it serves on a loopback port, runs the phases (about 1.5 s), prints what the
 // clients got, the limiter as /debug/loom showed it during the burst, and loom's series from
@@ -82,11 +82,11 @@ type phase struct {
 }
 
 var phases = []phase{
-	{"steady", 3, 5 * time.Millisecond, false, "calls complete"},
+	{"steady", 1, 5 * time.Millisecond, false, "calls complete"},
 	{"burst", 16, 5 * time.Millisecond, false, "calls wait; the limiter rejects what does not fit"},
 	{"slow", 3, 250 * time.Millisecond, false, "tasks time out after 100 ms"},
 	{"outage", 16, 5 * time.Millisecond, true, "the fleet is down: 2 degraded permits at most"},
-	{"recovery", 3, 5 * time.Millisecond, false, "calls complete again"},
+	{"recovery", 1, 5 * time.Millisecond, false, "calls complete again"},
 }
 
 func run(ctx context.Context, w io.Writer, args []string) error {

@@ -32,7 +32,8 @@ type Server struct {
 }
 
 // Start starts Prometheus scraping target (host:port, path /metrics) as job "loom", and waits
-// until it is ready. Without a prometheus binary on $PATH the test is skipped, unless CI=true:
+// until it has tried a first scrape (Prometheus hands discovered targets to its scrape loops
+// every 5 s, so that takes a few seconds; the target need not be up yet). Without a prometheus binary on $PATH the test is skipped, unless CI=true:
 // then it fails.
 func Start(t testing.TB, target string) *Server {
 	t.Helper()
@@ -77,6 +78,7 @@ scrape_configs:
 		go func() { exited <- cmd.Wait() }()
 		s := &Server{URL: "http://" + addr, client: &http.Client{Timeout: 10 * time.Second}, log: log}
 		if s.waitReady(exited) {
+			defer s.waitFirstScrape(t)
 			t.Cleanup(func() {
 				_ = cmd.Process.Signal(os.Interrupt)
 				select {
@@ -100,6 +102,24 @@ scrape_configs:
 	return nil
 }
 
+// waitFirstScrape polls until up{job="loom"} has a sample: Prometheus has tried the target once.
+func (s *Server) waitFirstScrape(t testing.TB) {
+	t.Helper()
+	for start := time.Now(); ; {
+		up, err := s.Query(`up{job="loom"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(up) > 0 {
+			return
+		}
+		if time.Since(start) > 60*time.Second {
+			t.Fatalf("prometheus has not scraped its target in 60 s; its log:\n%s", s.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // waitReady polls /-/ready until Prometheus answers, or it exits, or 60 s pass.
 func (s *Server) waitReady(exited <-chan error) bool {
 	for start := time.Now(); time.Since(start) < 60*time.Second; {
@@ -117,6 +137,27 @@ func (s *Server) waitReady(exited <-chan error) bool {
 		}
 	}
 	return false
+}
+
+// Version returns the server's version, as its build information says.
+func (s *Server) Version() (string, error) {
+	resp, err := s.client.Get(s.URL + "/api/v1/status/buildinfo")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Version string `json:"version"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return "", err
+	}
+	if body.Data.Version == "" {
+		return "", errors.New("buildinfo: no version")
+	}
+	return body.Data.Version, nil
 }
 
 // Log returns what Prometheus has logged so far.

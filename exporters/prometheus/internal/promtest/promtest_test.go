@@ -33,6 +33,10 @@ func TestStartAndQuery(t *testing.T) {
 	require.Len(t, rng, 1)
 	assert.NotEmpty(t, rng[0].Samples)
 
+	v, err := s.Version()
+	require.NoError(t, err)
+	assert.Regexp(t, `^\d+\.\d+`, v)
+
 	_, err = s.Query(`rate(up[`)
 	assert.Error(t, err)
 }
