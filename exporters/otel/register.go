@@ -3,7 +3,6 @@ package otel
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -120,21 +119,10 @@ var families = []family{
 // largest are the stats that one name's records share rather than add up: a fleet's capacity.
 var largest = []string{"capacity"}
 
-// An exporter is one Register's callback, with the attributes of each name it observed at the
-// last collection, so that a collection builds no attribute set for a name it already knew; a
-// name absent from a collection is forgotten. mu serializes the collections.
+// An exporter is one Register's callback, with the instruments of every family, in the order of
+// the families' tables.
 type exporter struct {
-	instruments []metric.Int64Observable // of every family, in order
-
-	mu    sync.Mutex
-	attrs map[attrKey][]metric.ObserveOption
-}
-
-// An attrKey is one name of one family: its options are those of each instrument of the family,
-// in order.
-type attrKey struct {
-	attr attribute.Key
-	name string
+	instruments []metric.Int64Observable
 }
 
 func (e *exporter) observe(_ context.Context, o metric.Observer) error {
@@ -148,47 +136,26 @@ func (e *exporter) observe(_ context.Context, o metric.Observer) error {
 		registry.SumByName(registry.CollectSemaphores(), largest...),
 		scopes,
 	}
-
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	old := e.attrs
-	e.attrs = make(map[attrKey][]metric.ObserveOption, len(old))
 	instruments := e.instruments
 	for i, f := range families {
 		obs := instruments[:len(f.instruments)]
 		instruments = instruments[len(f.instruments):]
 		for _, r := range recs[i] {
-			opts := e.options(old, f, r.Name)
+			name := metric.WithAttributeSet(attribute.NewSet(f.attr.String(r.Name)))
 			for j, in := range f.instruments {
 				// A stat the record lacks is left out: the tests fail when one of the names
 				// the table reads goes missing from limiter.Stats or fleet.Stats.
-				if v, ok := r.Stat(in.stat); ok {
-					o.ObserveInt64(obs[j], v, opts[j])
+				v, ok := r.Stat(in.stat)
+				if !ok {
+					continue
 				}
+				attrs := name
+				if in.outcome != "" {
+					attrs = metric.WithAttributeSet(attribute.NewSet(f.attr.String(r.Name), outcomeAttr.String(in.outcome)))
+				}
+				o.ObserveInt64(obs[j], v, attrs)
 			}
 		}
 	}
 	return nil
-}
-
-// options returns the attributes of each instrument of f for name: those of the last collection,
-// or new ones.
-func (e *exporter) options(old map[attrKey][]metric.ObserveOption, f family, name string) []metric.ObserveOption {
-	k := attrKey{f.attr, name}
-	if opts, ok := e.attrs[k]; ok {
-		return opts
-	}
-	opts, ok := old[k]
-	if !ok {
-		opts = make([]metric.ObserveOption, len(f.instruments))
-		plain := metric.WithAttributeSet(attribute.NewSet(f.attr.String(name)))
-		for i, in := range f.instruments {
-			opts[i] = plain
-			if in.outcome != "" {
-				opts[i] = metric.WithAttributeSet(attribute.NewSet(f.attr.String(name), outcomeAttr.String(in.outcome)))
-			}
-		}
-	}
-	e.attrs[k] = opts
-	return opts
 }
