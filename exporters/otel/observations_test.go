@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/goloom/loom/exporters/internal/exporttest"
 	loomotel "github.com/goloom/loom/exporters/otel"
 	"github.com/goloom/loom/fleet"
 	"github.com/goloom/loom/limiter"
@@ -91,7 +92,7 @@ func TestOneObservationPerSeries(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, p.meter.callback)
 
-	name := unique("otel-once")
+	name := exporttest.Unique("otel-once")
 	a := limiter.New(1, limiter.WithName(name))
 	b := limiter.New(2, limiter.WithName(name))
 	c := limiter.New(1, limiter.WithName(name+"\xff"))

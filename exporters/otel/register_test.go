@@ -2,20 +2,18 @@ package otel_test
 
 import (
 	"context"
-	"reflect"
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/goloom/loom/exporters/internal/exporttest"
 	loomotel "github.com/goloom/loom/exporters/otel"
 	"github.com/goloom/loom/fleet"
 	"github.com/goloom/loom/inspect"
-	"github.com/goloom/loom/internal/registry"
 	"github.com/goloom/loom/limiter"
 	"github.com/goloom/loom/limiter/adaptive"
 	"github.com/goloom/loom/scope"
@@ -46,8 +44,8 @@ var wantInstruments = map[string]struct{ unit, kind, attrs string }{
 // ManualReader, with the limiter at rest, so that the collection and Stats() are of one instant.
 func TestLimiterPointsAreItsStats(t *testing.T) {
 	reader := newReader(t)
-	name := unique("otel-busy")
-	l, release := busyLimiter(t, name)
+	name := exporttest.Unique("otel-busy")
+	l, release := exporttest.BusyLimiter(t, name)
 	defer release()
 	got, s := atRest(t, reader, l.Stats)
 	assert.Equal(t, limiterPoints(name, s), values(got, "loom.limiter.name", name))
@@ -60,13 +58,13 @@ func (grow) Update(w adaptive.Window) int { return min(w.Limit+1, 8) }
 
 func TestRateWaitingAndLimitChanges(t *testing.T) {
 	reader := newReader(t)
-	ratedName, movedName := unique("otel-rated"), unique("otel-adaptive")
+	ratedName, movedName := exporttest.Unique("otel-rated"), exporttest.Unique("otel-adaptive")
 	rated := limiter.New(4, limiter.WithName(ratedName), limiter.WithRate(1.0/3600, 1))
 	require.NoError(t, rated.Do(t.Context(), func(context.Context) error { return nil }))
 	ctx, cancel := context.WithCancel(t.Context())
 	waited := make(chan error, 1)
 	go func() { waited <- rated.Do(ctx, func(context.Context) error { return nil }) }()
-	eventually(t, func() bool { return rated.Stats().RateWaiting == 1 }, "a call waits for a token")
+	exporttest.Eventually(t, func() bool { return rated.Stats().RateWaiting == 1 }, "a call waits for a token")
 	moved := limiter.New(2, limiter.WithName(movedName), limiter.WithAdaptive(grow{}))
 	for i := 0; moved.Stats().LimitChanges == 0; i++ {
 		require.Less(t, i, 1_000_000, "no window closed")
@@ -88,8 +86,8 @@ func TestInstruments(t *testing.T) {
 	reader := newReader(t)
 	inspect.Enable(inspect.Scopes)
 	defer inspect.Disable(inspect.Scopes)
-	name := unique("otel-kinds")
-	l, release := busyLimiter(t, name)
+	name := exporttest.Unique("otel-kinds")
+	l, release := exporttest.BusyLimiter(t, name)
 	defer release()
 	sem := fleet.New(fleet.NewMemory(), name, 1)
 	defer sem.Close()
@@ -126,70 +124,20 @@ func TestInstruments(t *testing.T) {
 // The exporter reads limiter.Stats and fleet.Stats by field name, through the registry: each
 // field it reads must still be there, under the name it reads.
 func TestEveryStatReadIsThere(t *testing.T) {
-	name := unique("otel-fields")
-	l := limiter.New(1, limiter.WithName(name))
-	sem := fleet.New(fleet.NewMemory(), name, 1)
-	defer sem.Close()
 	limiters, semaphores := loomotel.StatsRead()
-	for _, tt := range []struct {
-		what  string
-		typ   reflect.Type
-		want  []string // the fields the instruments stand for
-		reads []string
-		recs  []registry.LimiterRecord
-	}{
-		{"limiter.Stats", reflect.TypeFor[limiter.Stats](),
-			[]string{"Limit", "InFlight", "Waiting", "RateWaiting", "Completed", "Failed", "Rejected", "TimedOut", "Cancelled", "Panicked", "LimitChanges"},
-			limiters, registry.CollectLimiters()},
-		{"fleet.Stats", reflect.TypeFor[fleet.Stats](),
-			[]string{"Capacity", "Held", "Waiting", "Acquired", "LeasesLost", "Unavailable", "Degraded", "RoundTrips"},
-			semaphores, registry.CollectSemaphores()},
-	} {
-		var fields []string
-		for _, f := range tt.want {
-			_, ok := tt.typ.FieldByName(f)
-			require.True(t, ok, "%s has no field %s any more: the exporter's table needs it", tt.what, f)
-			fields = append(fields, registry.LowerCamel(f))
-		}
-		assert.ElementsMatch(t, fields, tt.reads, "%s: the fields read", tt.what)
-		var rec *registry.LimiterRecord
-		for i := range tt.recs {
-			if tt.recs[i].Name == name {
-				rec = &tt.recs[i]
-			}
-		}
-		require.NotNil(t, rec, tt.what)
-		for _, stat := range tt.reads {
-			_, ok := rec.Stat(stat)
-			assert.True(t, ok, "%s: the registry has no stat %q", tt.what, stat)
-		}
-	}
-	runtime.KeepAlive(l)
+	exporttest.CheckStatsRead(t, limiters, semaphores)
 }
 
 func TestSameNameIsSummed(t *testing.T) {
 	reader := newReader(t)
-	name := unique("otel-twice")
-	a, releaseA := busyLimiter(t, name)
-	defer releaseA()
-	b := limiter.New(5, limiter.WithName(name))
-	require.NoError(t, b.Do(t.Context(), func(context.Context) error { return nil }))
-	mem := fleet.NewMemory()
-	s1 := fleet.New(mem, name, 3)
-	defer s1.Close()
-	s2 := fleet.New(mem, name, 3)
-	defer s2.Close()
-	p1, err := s1.Acquire(t.Context(), 2)
-	require.NoError(t, err)
-	defer p1.Release()
-	p2, err := s2.Acquire(t.Context(), 1)
-	require.NoError(t, err)
-	defer p2.Release()
+	name := exporttest.Unique("otel-twice")
+	limiters, semaphores, release := exporttest.Twice(t, name)
+	defer release()
 
-	got, s := atRest(t, reader, func() limiter.Stats { return add(a.Stats(), b.Stats()) })
+	got, s := atRest(t, reader, limiters)
 	assert.Equal(t, limiterPoints(name, s), values(got, "loom.limiter.name", name))
 	assert.Equal(t, int64(7), got[key("loom.limiter.limit", "loom.limiter.name", name)].Value, "2 + 5")
-	got, f := atRest(t, reader, func() fleet.Stats { return add(s1.Stats(), s2.Stats()) })
+	got, f := atRest(t, reader, semaphores)
 	assert.Equal(t, int64(3), got[key("loom.fleet.capacity", "loom.fleet.name", name)].Value, "the capacity both share, not 3 + 3")
 	assert.Equal(t, int64(3), got[key("loom.fleet.permits_held", "loom.fleet.name", name)].Value, "2 + 1")
 	assert.Equal(t, f.Acquired, got[key("loom.fleet.acquired", "loom.fleet.name", name)].Value)
@@ -197,28 +145,9 @@ func TestSameNameIsSummed(t *testing.T) {
 
 func TestFleetPointsAreItsStats(t *testing.T) {
 	reader := newReader(t)
-	name, downName := unique("otel-fleet"), unique("otel-fleet-down")
-	sem := fleet.New(fleet.NewMemory(), name, 3, fleet.WithLease(time.Hour))
-	defer sem.Close()
-	held, err := sem.Acquire(t.Context(), 3)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(t.Context())
-	waited := make(chan error, 1)
-	go func() {
-		p, err := sem.Acquire(ctx, 1)
-		if err == nil {
-			p.Release()
-		}
-		waited <- err
-	}()
-	eventually(t, func() bool { return sem.Stats().Waiting == 1 }, "an Acquire waits")
-	downMem := fleet.NewMemory()
-	down := fleet.New(downMem, downName, 2, fleet.WithLease(time.Hour), fleet.WhenUnavailable(fleet.Degrade(1)))
-	defer down.Close()
-	downMem.SetDown(true)
-	degraded, err := down.Acquire(t.Context(), 1)
-	require.NoError(t, err)
-	require.True(t, degraded.Degraded())
+	name, downName := exporttest.Unique("otel-fleet"), exporttest.Unique("otel-fleet-down")
+	sem, down, release := exporttest.BusyFleet(t, name, downName)
+	defer release()
 
 	want := func(name string, s fleet.Stats) map[string]int64 {
 		const attr = "loom.fleet.name"
@@ -240,19 +169,13 @@ func TestFleetPointsAreItsStats(t *testing.T) {
 	assert.Equal(t, want(downName, d), values(got, "loom.fleet.name", downName))
 	assert.Positive(t, d.Unavailable)
 	assert.Positive(t, d.Degraded)
-
-	cancel()
-	require.ErrorIs(t, <-waited, context.Canceled)
-	held.Release()
-	degraded.Release()
-	downMem.SetDown(false)
 }
 
 func TestScopePoints(t *testing.T) {
 	reader := newReader(t)
 	inspect.Enable(inspect.Scopes)
 	defer inspect.Disable(inspect.Scopes)
-	name := unique("otel-profile")
+	name := exporttest.Unique("otel-profile")
 	release := make(chan struct{})
 	started := make(chan struct{}, 3)
 	block := func(context.Context) error { started <- struct{}{}; <-release; return nil }
@@ -278,7 +201,7 @@ func TestScopePoints(t *testing.T) {
 
 func TestCollectedLimiterLeaves(t *testing.T) {
 	reader := newReader(t)
-	name := unique("otel-gone")
+	name := exporttest.Unique("otel-gone")
 	func() {
 		l := limiter.New(1, limiter.WithName(name))
 		require.Contains(t, collect(t, reader), key("loom.limiter.limit", "loom.limiter.name", name))
@@ -289,7 +212,7 @@ func TestCollectedLimiterLeaves(t *testing.T) {
 		require.Contains(t, collect(t, reader), key("loom.fleet.capacity", "loom.fleet.name", name))
 		require.NoError(t, s.Close()) // its worker holds it until Close
 	}()
-	eventually(t, func() bool {
+	exporttest.Eventually(t, func() bool {
 		runtime.GC()
 		got := collect(t, reader)
 		return len(values(got, "loom.limiter.name", name)) == 0 && len(values(got, "loom.fleet.name", name)) == 0
@@ -302,7 +225,7 @@ func TestUnregisterStopsTheObservations(t *testing.T) {
 	defer mp.Shutdown(context.Background())
 	reg, err := loomotel.Register(mp)
 	require.NoError(t, err)
-	name := unique("otel-unregister")
+	name := exporttest.Unique("otel-unregister")
 	l := limiter.New(1, limiter.WithName(name))
 	require.Contains(t, collect(t, reader), key("loom.limiter.limit", "loom.limiter.name", name))
 	require.NoError(t, reg.Unregister())

@@ -3,11 +3,9 @@ package prometheus_test
 import (
 	"bytes"
 	"context"
-	"reflect"
 	"regexp"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
@@ -16,10 +14,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goloom/loom/exporters/internal/exporttest"
 	loomprom "github.com/goloom/loom/exporters/prometheus"
 	"github.com/goloom/loom/fleet"
 	"github.com/goloom/loom/inspect"
-	"github.com/goloom/loom/internal/registry"
 	"github.com/goloom/loom/limiter"
 	"github.com/goloom/loom/limiter/adaptive"
 	"github.com/goloom/loom/scope"
@@ -47,9 +45,9 @@ var wantFamilies = map[string][]string{
 }
 
 func TestLimiterSeriesAreItsStats(t *testing.T) {
-	busy := unique("metrics-busy")
+	busy := exporttest.Unique("metrics-busy")
 	reg := newRegistry(t)
-	l, release := busyLimiter(t, busy)
+	l, release := exporttest.BusyLimiter(t, busy)
 	defer release()
 	got, s := atRest(t, reg, l.Stats)
 	assert.Equal(t, limiterSeries(busy, s), of(got, "limiter", busy))
@@ -61,7 +59,7 @@ type grow struct{}
 func (grow) Update(w adaptive.Window) int { return min(w.Limit+1, 8) }
 
 func TestRateWaitingAndLimitChanges(t *testing.T) {
-	ratedName, adaptiveName := unique("metrics-rated"), unique("metrics-adaptive")
+	ratedName, adaptiveName := exporttest.Unique("metrics-rated"), exporttest.Unique("metrics-adaptive")
 	reg := newRegistry(t)
 	// A rate of one token an hour, burst 1: the first call takes the token, the second waits for
 	// the next one.
@@ -70,7 +68,7 @@ func TestRateWaitingAndLimitChanges(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	waited := make(chan error, 1)
 	go func() { waited <- rated.Do(ctx, func(context.Context) error { return nil }) }()
-	eventually(t, func() bool { return rated.Stats().RateWaiting == 1 }, "a call waits for a token")
+	exporttest.Eventually(t, func() bool { return rated.Stats().RateWaiting == 1 }, "a call waits for a token")
 
 	moved := limiter.New(2, limiter.WithName(adaptiveName), limiter.WithAdaptive(grow{}))
 	for i := 0; moved.Stats().LimitChanges == 0; i++ {
@@ -93,87 +91,23 @@ func TestRateWaitingAndLimitChanges(t *testing.T) {
 // The collector reads limiter.Stats and fleet.Stats by field name, through the registry: each
 // field it reads must still be there, under the name it reads.
 func TestEveryStatReadIsThere(t *testing.T) {
-	name := unique("metrics-fields")
-	l := limiter.New(1, limiter.WithName(name))
-	mem := fleet.NewMemory()
-	sem := fleet.New(mem, name, 1)
-	defer sem.Close()
 	limiters, semaphores := loomprom.StatsRead()
-	for _, tt := range []struct {
-		what   string
-		fields reflect.Type
-		want   []string // the fields the exported numbers stand for
-		reads  []string
-		recs   []registry.LimiterRecord
-	}{
-		{"limiter.Stats", reflect.TypeFor[limiter.Stats](),
-			[]string{"Limit", "InFlight", "Waiting", "RateWaiting", "Completed", "Failed", "Rejected", "TimedOut", "Cancelled", "Panicked", "LimitChanges"},
-			limiters, registry.CollectLimiters()},
-		{"fleet.Stats", reflect.TypeFor[fleet.Stats](),
-			[]string{"Capacity", "Held", "Waiting", "Acquired", "LeasesLost", "Unavailable", "Degraded", "RoundTrips"},
-			semaphores, registry.CollectSemaphores()},
-	} {
-		var fields []string
-		for _, f := range tt.want {
-			_, ok := tt.fields.FieldByName(f)
-			require.True(t, ok, "%s has no field %s any more: the exporter's tables need it", tt.what, f)
-			fields = append(fields, registry.LowerCamel(f))
-		}
-		assert.ElementsMatch(t, fields, dedup(tt.reads), "%s: the fields read", tt.what)
-		var rec *registry.LimiterRecord
-		for i := range tt.recs {
-			if tt.recs[i].Name == name {
-				rec = &tt.recs[i]
-			}
-		}
-		require.NotNil(t, rec, tt.what)
-		for _, stat := range tt.reads {
-			_, ok := rec.Stat(stat)
-			assert.True(t, ok, "%s: the registry has no stat %q", tt.what, stat)
-		}
-	}
-	runtime.KeepAlive(l)
-}
-
-func dedup(s []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, x := range s {
-		if !seen[x] {
-			seen[x] = true
-			out = append(out, x)
-		}
-	}
-	return out
+	exporttest.CheckStatsRead(t, limiters, semaphores)
 }
 
 // TestSameNameIsSummed: two limiters of one name are one series each, their sum (Prometheus
 // rejects a scrape with two series of the same name and labels); two fleet semaphores of one
 // name show the capacity they share.
 func TestSameNameIsSummed(t *testing.T) {
-	twice := unique("metrics-twice")
+	twice := exporttest.Unique("metrics-twice")
 	reg := newRegistry(t)
-	a, releaseA := busyLimiter(t, twice)
-	defer releaseA()
-	b := limiter.New(5, limiter.WithName(twice))
-	require.NoError(t, b.Do(t.Context(), func(context.Context) error { return nil }))
+	limiters, semaphores, release := exporttest.Twice(t, twice)
+	defer release()
 
-	mem := fleet.NewMemory()
-	s1 := fleet.New(mem, twice, 3)
-	defer s1.Close()
-	s2 := fleet.New(mem, twice, 3)
-	defer s2.Close()
-	p1, err := s1.Acquire(t.Context(), 2)
-	require.NoError(t, err)
-	defer p1.Release()
-	p2, err := s2.Acquire(t.Context(), 1)
-	require.NoError(t, err)
-	defer p2.Release()
-
-	got, s := atRest(t, reg, func() limiter.Stats { return add(a.Stats(), b.Stats()) })
+	got, s := atRest(t, reg, limiters)
 	assert.Equal(t, limiterSeries(twice, s), of(got, "limiter", twice))
 	assert.Equal(t, 7.0, got[key("loom_limiter_limit", "limiter", twice)], "2 + 5")
-	got, f := atRest(t, reg, func() fleet.Stats { return add(s1.Stats(), s2.Stats()) })
+	got, f := atRest(t, reg, semaphores)
 	assert.Equal(t, 3.0, got[key("loom_fleet_capacity", "semaphore", twice)], "the capacity both share, not 3 + 3")
 	assert.Equal(t, 3.0, got[key("loom_fleet_permits_held", "semaphore", twice)], "2 + 1")
 	assert.Equal(t, float64(f.Acquired), got[key("loom_fleet_acquired_total", "semaphore", twice)])
@@ -181,33 +115,10 @@ func TestSameNameIsSummed(t *testing.T) {
 }
 
 func TestFleetSeriesAreItsStats(t *testing.T) {
-	fleetName, downName := unique("metrics-fleet"), unique("metrics-fleet-down")
 	reg := newRegistry(t)
-	mem := fleet.NewMemory()
-	// A long lease: no renewal moves the numbers while the test reads them.
-	sem := fleet.New(mem, fleetName, 3, fleet.WithLease(time.Hour))
-	defer sem.Close()
-	held, err := sem.Acquire(t.Context(), 3)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(t.Context())
-	waited := make(chan error, 1)
-	go func() {
-		p, err := sem.Acquire(ctx, 1)
-		if err == nil {
-			p.Release()
-		}
-		waited <- err
-	}()
-	eventually(t, func() bool { return sem.Stats().Waiting == 1 }, "an Acquire waits")
-
-	// A semaphore that met its backend down, and served a degraded permit.
-	downMem := fleet.NewMemory()
-	down := fleet.New(downMem, downName, 2, fleet.WithLease(time.Hour), fleet.WhenUnavailable(fleet.Degrade(1)))
-	defer down.Close()
-	downMem.SetDown(true)
-	degraded, err := down.Acquire(t.Context(), 1)
-	require.NoError(t, err)
-	require.True(t, degraded.Degraded())
+	fleetName, downName := exporttest.Unique("metrics-fleet"), exporttest.Unique("metrics-fleet-down")
+	sem, down, release := exporttest.BusyFleet(t, fleetName, downName)
+	defer release()
 
 	want := func(name string, s fleet.Stats) map[string]float64 {
 		l := `{semaphore="` + name + `"}`
@@ -231,15 +142,10 @@ func TestFleetSeriesAreItsStats(t *testing.T) {
 	assert.Positive(t, got[key("loom_fleet_unavailable_total", "semaphore", downName)])
 	assert.Positive(t, got[key("loom_fleet_degraded_total", "semaphore", downName)])
 
-	cancel()
-	require.ErrorIs(t, <-waited, context.Canceled)
-	held.Release()
-	degraded.Release()
-	downMem.SetDown(false)
 }
 
 func TestScopeSeries(t *testing.T) {
-	profile, unrecorded := unique("metrics-profile"), unique("metrics-unrecorded")
+	profile, unrecorded := exporttest.Unique("metrics-profile"), exporttest.Unique("metrics-unrecorded")
 	reg := newRegistry(t)
 	inspect.Enable(inspect.Scopes)
 	defer inspect.Disable(inspect.Scopes)
@@ -276,7 +182,7 @@ func TestScopeSeries(t *testing.T) {
 
 // A limiter that has been garbage collected leaves the next scrape.
 func TestCollectedLimiterLeaves(t *testing.T) {
-	gone := unique("metrics-gone")
+	gone := exporttest.Unique("metrics-gone")
 	reg := newRegistry(t)
 	func() {
 		l := limiter.New(1, limiter.WithName(gone))
@@ -289,7 +195,7 @@ func TestCollectedLimiterLeaves(t *testing.T) {
 		require.Contains(t, series(t, reg), key("loom_fleet_capacity", "semaphore", gone))
 		require.NoError(t, s.Close()) // its worker holds it until Close
 	}()
-	eventually(t, func() bool {
+	exporttest.Eventually(t, func() bool {
 		runtime.GC()
 		got := series(t, reg)
 		return len(of(got, "limiter", gone)) == 0 && len(of(got, "semaphore", gone)) == 0
@@ -298,7 +204,7 @@ func TestCollectedLimiterLeaves(t *testing.T) {
 
 func TestNamesThatAreNotUTF8(t *testing.T) {
 	reg := newRegistry(t)
-	base := unique("metrics-utf8")
+	base := exporttest.Unique("metrics-utf8")
 	a := limiter.New(1, limiter.WithName(base+"\xff"))
 	b := limiter.New(2, limiter.WithName(base+"\xfe"))
 	got := series(t, reg) // must not fail nor panic
@@ -310,11 +216,11 @@ func TestNamesThatAreNotUTF8(t *testing.T) {
 // TestFamiliesAndLint gathers a process with a limiter, a fleet semaphore and a scope: every
 // family DESIGN names is there with its labels, no other, and the exposition passes promlint.
 func TestFamiliesAndLint(t *testing.T) {
-	lint := unique("metrics-lint")
+	lint := exporttest.Unique("metrics-lint")
 	reg := newRegistry(t)
 	inspect.Enable(inspect.Scopes)
 	defer inspect.Disable(inspect.Scopes)
-	l, release := busyLimiter(t, lint)
+	l, release := exporttest.BusyLimiter(t, lint)
 	defer release()
 	sem := fleet.New(fleet.NewMemory(), lint, 1)
 	defer sem.Close()

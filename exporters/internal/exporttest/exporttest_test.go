@@ -1,0 +1,39 @@
+package exporttest_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"go.uber.org/goleak"
+
+	"github.com/goloom/loom/exporters/internal/exporttest"
+	"github.com/goloom/loom/limiter"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestAdd(t *testing.T) {
+	got := exporttest.Add(limiter.Stats{Limit: 2, Completed: 3}, limiter.Stats{Limit: 5, Completed: 1, Failed: 1})
+	assert.Equal(t, limiter.Stats{Limit: 7, Completed: 4, Failed: 1}, got)
+}
+
+func TestUnique(t *testing.T) {
+	assert.NotEqual(t, exporttest.Unique("x"), exporttest.Unique("x"))
+}
+
+func TestBusyLimiter(t *testing.T) {
+	l, release := exporttest.BusyLimiter(t, exporttest.Unique("busy"))
+	s := l.Stats()
+	assert.Equal(t, 2, s.InFlight)
+	assert.Equal(t, 1, s.Waiting)
+	release()
+	assert.Zero(t, l.Stats().InFlight)
+}
+
+func TestBusyFleet(t *testing.T) {
+	busy, down, release := exporttest.BusyFleet(t, exporttest.Unique("busy"), exporttest.Unique("down"))
+	assert.Equal(t, int64(3), busy.Stats().Held)
+	assert.Equal(t, 1, busy.Stats().Waiting)
+	assert.Equal(t, int64(1), down.Stats().Held)
+	release()
+}
