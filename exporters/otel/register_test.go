@@ -9,13 +9,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.uber.org/goleak"
 
 	"github.com/goloom/loom/exporters/internal/exporttest"
 	loomotel "github.com/goloom/loom/exporters/otel"
 	"github.com/goloom/loom/fleet"
 	"github.com/goloom/loom/inspect"
 	"github.com/goloom/loom/limiter"
-	"github.com/goloom/loom/limiter/adaptive"
 	"github.com/goloom/loom/scope"
 )
 
@@ -51,25 +51,11 @@ func TestLimiterPointsAreItsStats(t *testing.T) {
 	assert.Equal(t, limiterPoints(name, s), values(got, "loom.limiter.name", name))
 }
 
-// grow is an adaptive controller that raises the limit by one each window, up to 8.
-type grow struct{}
-
-func (grow) Update(w adaptive.Window) int { return min(w.Limit+1, 8) }
-
 func TestRateWaitingAndLimitChanges(t *testing.T) {
 	reader := newReader(t)
 	ratedName, movedName := exporttest.Unique("otel-rated"), exporttest.Unique("otel-adaptive")
-	rated := limiter.New(4, limiter.WithName(ratedName), limiter.WithRate(1.0/3600, 1))
-	require.NoError(t, rated.Do(t.Context(), func(context.Context) error { return nil }))
-	ctx, cancel := context.WithCancel(t.Context())
-	waited := make(chan error, 1)
-	go func() { waited <- rated.Do(ctx, func(context.Context) error { return nil }) }()
-	exporttest.Eventually(t, func() bool { return rated.Stats().RateWaiting == 1 }, "a call waits for a token")
-	moved := limiter.New(2, limiter.WithName(movedName), limiter.WithAdaptive(grow{}))
-	for i := 0; moved.Stats().LimitChanges == 0; i++ {
-		require.Less(t, i, 1_000_000, "no window closed")
-		require.NoError(t, moved.Do(t.Context(), func(context.Context) error { return nil }))
-	}
+	rated, moved, release := exporttest.RatedAndMoved(t, ratedName, movedName)
+	defer release()
 
 	got, s := atRest(t, reader, rated.Stats)
 	assert.Equal(t, limiterPoints(ratedName, s), values(got, "loom.limiter.name", ratedName))
@@ -77,9 +63,6 @@ func TestRateWaitingAndLimitChanges(t *testing.T) {
 	got, m := atRest(t, reader, moved.Stats)
 	assert.Equal(t, limiterPoints(movedName, m), values(got, "loom.limiter.name", movedName))
 	assert.Positive(t, got[key("loom.limiter.limit_changes", "loom.limiter.name", movedName)].Value)
-
-	cancel()
-	require.ErrorIs(t, <-waited, context.Canceled)
 }
 
 func TestInstruments(t *testing.T) {
@@ -173,26 +156,12 @@ func TestFleetPointsAreItsStats(t *testing.T) {
 
 func TestScopePoints(t *testing.T) {
 	reader := newReader(t)
-	inspect.Enable(inspect.Scopes)
-	defer inspect.Disable(inspect.Scopes)
 	name := exporttest.Unique("otel-profile")
-	release := make(chan struct{})
-	started := make(chan struct{}, 3)
-	block := func(context.Context) error { started <- struct{}{}; <-release; return nil }
-	a := scope.Open(t.Context(), scope.WithName(name))
-	a.Go(block)
-	a.Go(block)
-	b := scope.Open(t.Context(), scope.WithName(name))
-	b.Go(block)
-	for range 3 {
-		<-started
-	}
+	join := exporttest.OpenScopes(t, name)
 	got := collect(t, reader)
 	assert.Equal(t, int64(2), got[key("loom.scope.open", "loom.scope.name", name)].Value)
 	assert.Equal(t, int64(3), got[key("loom.scope.subtasks_running", "loom.scope.name", name)].Value)
-	close(release)
-	require.NoError(t, a.Join())
-	require.NoError(t, b.Join())
+	join()
 	got = collect(t, reader)
 	p, ok := got[key("loom.scope.open", "loom.scope.name", name)]
 	assert.True(t, ok, "a name seen once stays, at 0")
@@ -237,4 +206,13 @@ func TestRegisterNil(t *testing.T) {
 	reg, err := loomotel.Register(nil)
 	assert.Nil(t, reg)
 	assert.EqualError(t, err, "otel: Register: nil MeterProvider")
+}
+
+// Register starts no goroutine: none is left beside those that ran before it registered and a
+// collection ran.
+func TestNoGoroutine(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	reader := newReader(t)
+	collect(t, reader)
+	goleak.VerifyNone(t, before)
 }

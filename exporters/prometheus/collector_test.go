@@ -2,7 +2,6 @@ package prometheus_test
 
 import (
 	"bytes"
-	"context"
 	"regexp"
 	"runtime"
 	"testing"
@@ -13,13 +12,13 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/goloom/loom/exporters/internal/exporttest"
 	loomprom "github.com/goloom/loom/exporters/prometheus"
 	"github.com/goloom/loom/fleet"
 	"github.com/goloom/loom/inspect"
 	"github.com/goloom/loom/limiter"
-	"github.com/goloom/loom/limiter/adaptive"
 	"github.com/goloom/loom/scope"
 )
 
@@ -53,28 +52,11 @@ func TestLimiterSeriesAreItsStats(t *testing.T) {
 	assert.Equal(t, limiterSeries(busy, s), of(got, "limiter", busy))
 }
 
-// grow is an adaptive controller that raises the limit by one each window, up to 8.
-type grow struct{}
-
-func (grow) Update(w adaptive.Window) int { return min(w.Limit+1, 8) }
-
 func TestRateWaitingAndLimitChanges(t *testing.T) {
 	ratedName, adaptiveName := exporttest.Unique("metrics-rated"), exporttest.Unique("metrics-adaptive")
 	reg := newRegistry(t)
-	// A rate of one token an hour, burst 1: the first call takes the token, the second waits for
-	// the next one.
-	rated := limiter.New(4, limiter.WithName(ratedName), limiter.WithRate(1.0/3600, 1))
-	require.NoError(t, rated.Do(t.Context(), func(context.Context) error { return nil }))
-	ctx, cancel := context.WithCancel(t.Context())
-	waited := make(chan error, 1)
-	go func() { waited <- rated.Do(ctx, func(context.Context) error { return nil }) }()
-	exporttest.Eventually(t, func() bool { return rated.Stats().RateWaiting == 1 }, "a call waits for a token")
-
-	moved := limiter.New(2, limiter.WithName(adaptiveName), limiter.WithAdaptive(grow{}))
-	for i := 0; moved.Stats().LimitChanges == 0; i++ {
-		require.Less(t, i, 1_000_000, "no window closed")
-		require.NoError(t, moved.Do(t.Context(), func(context.Context) error { return nil }))
-	}
+	rated, moved, release := exporttest.RatedAndMoved(t, ratedName, adaptiveName)
+	defer release()
 
 	got, s := atRest(t, reg, rated.Stats)
 	assert.Equal(t, limiterSeries(ratedName, s), of(got, "limiter", ratedName))
@@ -83,9 +65,6 @@ func TestRateWaitingAndLimitChanges(t *testing.T) {
 	assert.Equal(t, limiterSeries(adaptiveName, m), of(got, "limiter", adaptiveName))
 	assert.Positive(t, got[key("loom_limiter_limit_changes_total", "limiter", adaptiveName)])
 	assert.Greater(t, got[key("loom_limiter_limit", "limiter", adaptiveName)], 2.0, "the limit as it is now")
-
-	cancel()
-	require.ErrorIs(t, <-waited, context.Canceled)
 }
 
 // The collector reads limiter.Stats and fleet.Stats by field name, through the registry: each
@@ -147,33 +126,18 @@ func TestFleetSeriesAreItsStats(t *testing.T) {
 func TestScopeSeries(t *testing.T) {
 	profile, unrecorded := exporttest.Unique("metrics-profile"), exporttest.Unique("metrics-unrecorded")
 	reg := newRegistry(t)
-	inspect.Enable(inspect.Scopes)
-	defer inspect.Disable(inspect.Scopes)
-	release := make(chan struct{})
-	started := make(chan struct{}, 3)
-	block := func(context.Context) error { started <- struct{}{}; <-release; return nil }
-	a := scope.Open(t.Context(), scope.WithName(profile))
-	a.Go(block)
-	a.Go(block)
-	b := scope.Open(t.Context(), scope.WithName(profile))
-	b.Go(block)
-	for range 3 {
-		<-started
-	}
+	join := exporttest.OpenScopes(t, profile)
 	got := series(t, reg)
 	assert.Equal(t, 2.0, got[key("loom_scopes_open", "scope", profile)])
 	assert.Equal(t, 3.0, got[key("loom_subtasks_running", "scope", profile)])
 
-	close(release)
-	require.NoError(t, a.Join())
-	require.NoError(t, b.Join())
+	join() // and Scopes is off
 	got = series(t, reg)
 	open, ok := got[key("loom_scopes_open", "scope", profile)]
 	assert.True(t, ok, "a name seen once stays, at 0")
 	assert.Zero(t, open)
 	assert.Zero(t, got[key("loom_subtasks_running", "scope", profile)])
 
-	inspect.Disable(inspect.Scopes)
 	c := scope.Open(t.Context(), scope.WithName(unrecorded))
 	_, ok = series(t, reg)[key("loom_scopes_open", "scope", unrecorded)]
 	assert.False(t, ok, "a scope opened with Scopes off is not counted")
@@ -288,4 +252,13 @@ func TestDescribe(t *testing.T) {
 	err := reg.Register(loomprom.NewCollector())
 	var already prometheus.AlreadyRegisteredError
 	assert.ErrorAs(t, err, &already)
+}
+
+// The collector starts no goroutine: none is left beside those that ran before it was made,
+// registered and scraped.
+func TestNoGoroutine(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	reg := newRegistry(t)
+	series(t, reg)
+	goleak.VerifyNone(t, before)
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,8 +20,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/inspect"
 	"github.com/goloom/loom/internal/registry"
 	"github.com/goloom/loom/limiter"
+	"github.com/goloom/loom/limiter/adaptive"
+	"github.com/goloom/loom/scope"
 )
 
 // Every wait polls for its condition with this deadline: far above what any condition takes on
@@ -232,4 +236,62 @@ func Twice(t *testing.T, name string) (limiters func() limiter.Stats, semaphores
 			require.NoError(t, s2.Close())
 			releaseA()
 		}
+}
+
+// grow is an adaptive controller that raises the limit by one each window, up to 8.
+type grow struct{}
+
+func (grow) Update(w adaptive.Window) int { return min(w.Limit+1, 8) }
+
+// RatedAndMoved returns two limiters at rest: rated (limit 4, one token an hour, burst 1), whose
+// token the first call took and whose second call waits for the next (RateWaiting 1), and moved
+// (WithAdaptive, starting at 2), whose limit has moved at least once. release ends the wait.
+func RatedAndMoved(t *testing.T, ratedName, movedName string) (rated, moved *limiter.Limiter, release func()) {
+	t.Helper()
+	rated = limiter.New(4, limiter.WithName(ratedName), limiter.WithRate(1.0/3600, 1))
+	require.NoError(t, rated.Do(t.Context(), func(context.Context) error { return nil }))
+	ctx, cancel := context.WithCancel(t.Context())
+	waited := make(chan error, 1)
+	go func() { waited <- rated.Do(ctx, func(context.Context) error { return nil }) }()
+	Eventually(t, func() bool { return rated.Stats().RateWaiting == 1 }, "a call waits for a token")
+	moved = limiter.New(2, limiter.WithName(movedName), limiter.WithAdaptive(grow{}))
+	for i := 0; moved.Stats().LimitChanges == 0; i++ {
+		require.Less(t, i, 1_000_000, "no window closed")
+		require.NoError(t, moved.Do(t.Context(), func(context.Context) error { return nil }))
+	}
+	require.Greater(t, moved.Stats().Limit, 2)
+	return rated, moved, func() {
+		cancel()
+		require.ErrorIs(t, <-waited, context.Canceled)
+	}
+}
+
+// OpenScopes turns inspect's Scopes on and opens two scopes called name with three subtasks
+// running in all. join lets the subtasks return, joins the scopes and turns Scopes off; it runs
+// when the test ends if it has not run before.
+func OpenScopes(t *testing.T, name string) (join func()) {
+	t.Helper()
+	inspect.Enable(inspect.Scopes)
+	release := make(chan struct{})
+	started := make(chan struct{}, 3)
+	block := func(context.Context) error { started <- struct{}{}; <-release; return nil }
+	a := scope.Open(t.Context(), scope.WithName(name))
+	a.Go(block)
+	a.Go(block)
+	b := scope.Open(t.Context(), scope.WithName(name))
+	b.Go(block)
+	for range 3 {
+		<-started
+	}
+	var once sync.Once
+	join = func() {
+		once.Do(func() {
+			close(release)
+			assert.NoError(t, a.Join())
+			assert.NoError(t, b.Join())
+			inspect.Disable(inspect.Scopes)
+		})
+	}
+	t.Cleanup(join) // also when the test fails before it joins
+	return join
 }

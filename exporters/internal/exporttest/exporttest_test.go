@@ -7,6 +7,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/goloom/loom/exporters/internal/exporttest"
+	"github.com/goloom/loom/inspect"
 	"github.com/goloom/loom/limiter"
 )
 
@@ -35,5 +36,27 @@ func TestBusyFleet(t *testing.T) {
 	assert.Equal(t, int64(3), busy.Stats().Held)
 	assert.Equal(t, 1, busy.Stats().Waiting)
 	assert.Equal(t, int64(1), down.Stats().Held)
+	release()
+}
+
+func TestOpenScopes(t *testing.T) {
+	join := exporttest.OpenScopes(t, exporttest.Unique("scopes"))
+	assert.True(t, inspect.Enabled(inspect.Scopes))
+	join()
+	assert.False(t, inspect.Enabled(inspect.Scopes))
+	join() // once only
+}
+
+func TestRatedAndMoved(t *testing.T) {
+	rated, moved, release := exporttest.RatedAndMoved(t, exporttest.Unique("rated"), exporttest.Unique("moved"))
+	assert.Equal(t, 1, rated.Stats().RateWaiting)
+	assert.Positive(t, moved.Stats().LimitChanges)
+	release()
+}
+
+func TestTwice(t *testing.T) {
+	limiters, semaphores, release := exporttest.Twice(t, exporttest.Unique("twice"))
+	assert.Equal(t, 7, limiters().Limit)
+	assert.Equal(t, int64(3), semaphores().Held)
 	release()
 }
