@@ -64,6 +64,7 @@ func TestDashboardOnRealData(t *testing.T) {
 	var model dashboardModel
 	require.NoError(t, json.Unmarshal(raw, &model))
 
+	alone(t)
 	addr := promtest.FreeAddr(t)
 	prom := promtest.Start(t, addr)
 	version, err := prom.Version()
