@@ -307,7 +307,7 @@ func TestLossSeenByAReleaseStillPauses(t *testing.T) {
 
 // A waiter whose process hears no pushes (its subscription failed) and then died is not granted
 // by others (it would never learn of it, and the permit would be lost for a TTL): its queue
-// entry dies within the 600 ms heartbeat, whatever the lease TTL, and the queue moves on.
+// entry dies within the 800 ms heartbeat, whatever the lease TTL, and the queue moves on.
 func TestUnheardWaiterLapsesWithinAHeartbeat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := fleet.NewMemory()

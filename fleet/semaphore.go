@@ -117,9 +117,13 @@ type rideResult struct {
 const rideWait = 2 * time.Millisecond
 
 // queueHeartbeat is how long a queue entry lives on the backend unless its head asks again; the
-// head asks every third of it. It bounds how long a dead process's waiter holds up the fleet's
+// head asks every fifth of it (askEvery). It bounds how long a dead process's waiter holds up the fleet's
 // queue, whatever the lease TTL.
-const queueHeartbeat = 600 * time.Millisecond
+const queueHeartbeat = 800 * time.Millisecond
+
+// askEvery is how often a queued head asks again at the latest: five times a heartbeat, so that
+// a process starved for half a second (a loaded machine) does not lose its place.
+const askEvery = queueHeartbeat / 5
 
 // New returns a Semaphore of capacity permits shared, through backend b, by every Semaphore of
 // the fleet with the same name. The name (1 to [MaxName] bytes) identifies the limit on the
@@ -403,7 +407,7 @@ func (s *Semaphore) ask(w *wait) (p *Permit, err error, again bool) {
 		if !req.Push && s.subscribe(w.wctx) {
 			continue // from now on grants are pushed to us: say so, and look again
 		}
-		wait := min(max(rep.RetryIn, 100*time.Microsecond), queueHeartbeat/3)
+		wait := min(max(rep.RetryIn, 100*time.Microsecond), askEvery)
 		if timer == nil {
 			timer = time.NewTimer(wait)
 		} else {

@@ -421,7 +421,7 @@ func (m *Memory) grantHeads(name string, st *memState, now int64, except string)
 		}
 		if !h.push {
 			// Its asker hears no push: granted now, it would learn of it only when it asks
-			// again, and a dead one never would. It is granted when it asks (every 200 ms).
+			// again, and a dead one never would. It is granted when it asks (every 160 ms, or 10 ms while unheard).
 			return pushes, grants
 		}
 		st.queue = st.queue[1:]
@@ -437,10 +437,10 @@ func (m *Memory) grantHeads(name string, st *memState, now int64, except string)
 }
 
 // retryIn is when a waiter should ask again at the latest: the next lease expiry, the next
-// queue-entry death, the end of the admission pause, and in any case within a third of its
-// heartbeat (which keeps its own entry alive).
+// queue-entry death, the end of the admission pause, and in any case within a fifth of its
+// heartbeat (which keeps its own entry alive, with room for a starved process).
 func (st *memState) retryIn(now, hb int64) time.Duration {
-	t := now + max(hb/3, 1000)
+	t := now + max(hb/5, 1000)
 	for _, l := range st.leases {
 		t = min(t, l.exp)
 	}

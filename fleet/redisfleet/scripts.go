@@ -167,7 +167,7 @@ local function heads(st, now, except)
     if st.held + n > c then return end
     local ttl, push = string.match(redis.call('HGET', QX, head) or '0:0', '^(%d+):(%d)$')
     -- An asker that hears no push would learn of its grant only when it asks again, and a dead
-    -- one never: it is granted when it asks (every 200 ms), not here.
+    -- one never: it is granted when it asks (within 10 ms), not here.
     if push ~= '1' then return end
     dequeue(st, head)
     local tok = math.max(st.tok + 1, now)
@@ -181,10 +181,10 @@ local function heads(st, now, except)
 end
 
 -- hint is how long a waiter may wait before asking again: until the next lease expiry (mexp is
--- at most that), queue-entry death or end of the pause, and at most a third of its heartbeat
--- (which keeps its own entry alive).
+-- at most that), queue-entry death or end of the pause, and at most a fifth of its heartbeat
+-- (which keeps its own entry alive, with room for a starved process).
 local function hint(st, now, hb)
-  local t = now + math.max(math.floor(hb / 3), 1000)
+  local t = now + math.max(math.floor(hb / 5), 1000)
   if st.held > 0 then t = math.min(t, st.mexp) end
   local q = redis.call('ZRANGE', QE, 0, 0, 'WITHSCORES')
   if q[2] then t = math.min(t, tonumber(q[2])) end
