@@ -325,7 +325,7 @@ func (s *Semaphore) acquire(ctx context.Context, op string, n int64, timed bool,
 		return s.fallback(w, nil)
 	}
 	for {
-		p, err, again := s.ask(w)
+		p, again, err := s.ask(w)
 		if !again {
 			return p, err
 		}
@@ -337,7 +337,7 @@ func (s *Semaphore) acquire(ctx context.Context, op string, n int64, timed bool,
 // backend said to ask again (the next expiry, and at least every third of the queue heartbeat,
 // which keeps its place alive), or for the end of the wait. again means the grant came with its
 // lease already expired (given back): ask once more with a new lease.
-func (s *Semaphore) ask(w *wait) (p *Permit, err error, again bool) {
+func (s *Semaphore) ask(w *wait) (p *Permit, again bool, err error) {
 	lease := fleetdriver.Lease{ID: s.inst + "." + strconv.FormatUint(s.seq.Add(1), 36), N: w.n, Capacity: s.capacity}
 	s.drainGrants()
 	// Listen for our ID before the first request goes out: the backend may grant us the moment
@@ -367,7 +367,7 @@ func (s *Semaphore) ask(w *wait) (p *Permit, err error, again bool) {
 		var sent time.Time
 		rode := false
 		if first && s.mayRide(w) {
-			rode, rep, err, sent = s.rideOut(w, req)
+			rode, rep, sent, err = s.rideOut(w, req)
 			if rode && err != nil { // the release failed: whether the request got there or not, ask
 				rode = false
 			}
@@ -384,11 +384,11 @@ func (s *Semaphore) ask(w *wait) (p *Permit, err error, again bool) {
 		if err != nil {
 			s.abandon(lease) // it may have reached the backend: a lease or a queue entry
 			if w.ctx.Err() != nil || w.wctx.Err() != nil {
-				return nil, w.err(nil), false
+				return nil, false, w.err(nil)
 			}
 			s.failed(err)
 			p, err := s.fallback(w, err)
-			return p, err, false
+			return p, false, err
 		}
 		s.ok()
 		s.see(rep.Epoch, rep.Paused, rep.Pause, rep.LongestTTL, rep.Token, true)
@@ -401,7 +401,7 @@ func (s *Semaphore) ask(w *wait) (p *Permit, err error, again bool) {
 			return s.granted(w, lease, safe)
 		}
 		if w.tryOnce { // it was not queued
-			return nil, ErrTimeout, false
+			return nil, false, ErrTimeout
 		}
 		safe = sent
 		if !req.Push && s.subscribe(w.wctx) {
@@ -429,10 +429,10 @@ func (s *Semaphore) ask(w *wait) (p *Permit, err error, again bool) {
 		case <-timer.C:
 		case <-w.wctx.Done():
 			s.abandon(lease)
-			return nil, w.err(nil), false
+			return nil, false, w.err(nil)
 		case <-s.closing:
 			s.abandon(lease)
-			return nil, ErrClosed, false
+			return nil, false, ErrClosed
 		}
 	}
 }
@@ -453,25 +453,25 @@ func (s *Semaphore) mayRide(w *wait) bool {
 // rideOut offers req to this process's next release for up to rideWait, and reports whether a
 // release took it, with the answer. Not taken (no release came in time, or the wait ended), the
 // head asks by itself.
-func (s *Semaphore) rideOut(w *wait, req fleetdriver.AcquireRequest) (bool, fleetdriver.AcquireReply, error, time.Time) {
+func (s *Semaphore) rideOut(w *wait, req fleetdriver.AcquireRequest) (bool, fleetdriver.AcquireReply, time.Time, error) {
 	r := &ride{req: req, done: make(chan rideResult, 1)}
 	if !s.rider.CompareAndSwap(nil, r) {
-		return false, fleetdriver.AcquireReply{}, nil, time.Time{}
+		return false, fleetdriver.AcquireReply{}, time.Time{}, nil
 	}
 	t := time.NewTimer(rideWait)
 	defer t.Stop()
 	select {
 	case res := <-r.done:
-		return true, res.rep, res.err, res.sent
+		return true, res.rep, res.sent, res.err
 	case <-t.C:
 	case <-w.wctx.Done():
 	case <-s.closing:
 	}
 	if s.rider.CompareAndSwap(r, nil) {
-		return false, fleetdriver.AcquireReply{}, nil, time.Time{}
+		return false, fleetdriver.AcquireReply{}, time.Time{}, nil
 	}
 	res := <-r.done // a release took it a moment ago: its answer is on the way
-	return true, res.rep, res.err, res.sent
+	return true, res.rep, res.sent, res.err
 }
 
 // drainGrants gives back grants left in the channel by an earlier head that stopped listening.
@@ -567,14 +567,14 @@ func (s *Semaphore) subscribe(ctx context.Context) bool {
 // granted turns a granted lease into a live Permit. Its deadline counts the TTL from safe (see
 // ask); a grant whose lease has expired by then is given back and asked for again, and one that
 // came after the wait ended, or after Close, is given back.
-func (s *Semaphore) granted(w *wait, lease fleetdriver.Lease, safe time.Time) (*Permit, error, bool) {
+func (s *Semaphore) granted(w *wait, lease fleetdriver.Lease, safe time.Time) (*Permit, bool, error) {
 	deadline := safe.Add(s.cfg.ttl)
 	if !time.Now().Before(deadline) {
 		s.abandon(lease)
 		if w.wctx.Err() != nil || w.tryOnce {
-			return nil, w.err(nil), false
+			return nil, false, w.err(nil)
 		}
-		return nil, nil, true
+		return nil, true, nil
 	}
 	p := newPermit(s, lease, false)
 	s.mu.Lock()
@@ -582,7 +582,7 @@ func (s *Semaphore) granted(w *wait, lease fleetdriver.Lease, safe time.Time) (*
 		s.mu.Unlock()
 		s.releaseNow([]fleetdriver.Lease{lease})
 		p.cancel(errCloseLost)
-		return nil, ErrClosed, false
+		return nil, false, ErrClosed
 	}
 	p.deadline = deadline
 	s.leases[lease.ID] = p
@@ -600,7 +600,7 @@ func (s *Semaphore) granted(w *wait, lease fleetdriver.Lease, safe time.Time) (*
 	}
 	s.mu.Unlock()
 	s.count.acquired.Add(1)
-	return p, nil, false
+	return p, false, nil
 }
 
 // fallback is what Acquire does when the backend cannot be reached (cause, or the last failure
