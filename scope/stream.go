@@ -5,7 +5,6 @@ import (
 	"iter"
 	"runtime"
 	"sync"
-	"sync/atomic"
 
 	"github.com/goloom/loom/internal/registry"
 )
@@ -24,7 +23,8 @@ import (
 // then carries the failure (the scope's cause). Under [AwaitAll] every element's pair is yielded,
 // failures included. An end from outside (ctx, the deadline) is yielded as the last pair too,
 // with its cause. A panic in fn re-panics on the consumer's goroutine, as a [*PanicError] with the
-// child's stack, when the stream reaches it (with [PanicsAsErrors] it is yielded as an error).
+// child's stack, when the stream reaches it (with [PanicsAsErrors] it is yielded as an error). A
+// call that runs runtime.Goexit is a failure with [ErrGoexit], yielded in its place like any.
 //
 // Breaking out of the loop cancels the calls still running and waits for them before range
 // returns: nothing outlives the loop. A Stream may be ranged over more than once; each range runs
@@ -68,7 +68,7 @@ type stream[In, Out any] struct {
 	ready      []bool
 	done       chan int                  // a completed call's index; never blocks: at most n are out
 	work       chan *streamItem[In, Out] // calls for the workers; never blocks, likewise
-	workers    atomic.Int32              // workers alive (one that ran runtime.Goexit is gone)
+	workers    int                       // workers started, each until work is closed; the consumer's
 	wg         sync.WaitGroup            // the workers
 	head, tail int
 }
@@ -108,21 +108,31 @@ func (st *stream[In, Out]) fork(v In) {
 		st.ready[i] = true // settled at the fork (Cancelled, or OnFork refused it): no signal comes
 		return
 	}
-	if int(st.workers.Load()) < len(st.ring) {
-		st.workers.Add(1)
+	if st.workers < len(st.ring) {
+		st.workers++
 		st.wg.Add(1)
 		go st.worker()
 	}
 	st.work <- it
 }
 
-// worker runs calls until the stream ends.
+// worker runs calls until the stream ends. A call that runs runtime.Goexit ends the worker's
+// goroutine after its completion has been signalled, when the consumer may already have queued
+// the next element for the worker count it saw: a new goroutine takes the worker's place, so the
+// count stays true and a queued element always has a worker to run it.
 func (st *stream[In, Out]) worker() {
-	defer st.wg.Done()
-	defer st.workers.Add(-1) // also when a call's runtime.Goexit ends us: fork starts another
+	normal := false
+	defer func() {
+		if !normal {
+			st.wg.Add(1)
+			go st.worker()
+		}
+		st.wg.Done()
+	}()
 	for it := range st.work {
 		it.runIn(st.s)
 	}
+	normal = true
 }
 
 // emit waits for the element at head and yields it. It reports whether to go on: false when the
