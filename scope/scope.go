@@ -87,6 +87,7 @@ type record struct {
 	cause       error         // the cancellation cause (context.Cause of ctx, for reasonOutside)
 	ownDeadline bool          // reasonOutside: the scope's own WithTimeout deadline ended it
 	cancelled   *outcome      // shared by the Cancelled subtasks; set with reason
+	decider     call          // the completion a decision (reasonPolicy, reasonPanic) was made on; nil for a Joiner's panic
 	failures    []error       // failures that completed before the cancellation, in order
 	won         bool          // FirstSuccess: some subtask succeeded
 	winner      Task          // FirstSuccess: the first success (Race reads it)
@@ -230,7 +231,7 @@ func (s *Scope) ended() bool {
 		return false
 	}
 	if s.state.Load()&flagCancelled == 0 {
-		s.end(reasonOutside, nil)
+		s.end(reasonOutside, nil, nil)
 	}
 	return true
 }
@@ -243,7 +244,7 @@ func (s *Scope) ended() bool {
 // linearized before the context ended, however late it reaches this lock: a sibling that saw the
 // parent's cancellation may have recorded the outside end in between. The context keeps the cause
 // that reached it first (a parent's cancellation propagates by itself); Join reports the decision.
-func (s *Scope) end(r reason, cause error) {
+func (s *Scope) end(r reason, cause error, by call) {
 	if f := s.state.Load(); f&flagDecided != 0 || (f&flagCancelled != 0 && !r.decides()) {
 		return
 	}
@@ -262,10 +263,11 @@ func (s *Scope) end(r reason, cause error) {
 		flags := flagCancelled
 		if r.decides() {
 			flags |= flagDecided
+			rec.decider = by
 		}
 		s.state.Or(flags)
 	case r.decides() && !rec.reason.decides():
-		rec.reason, rec.cause = r, cause
+		rec.reason, rec.cause, rec.decider = r, cause, by
 		s.state.Or(flagDecided)
 	}
 	s.mu.Unlock()
@@ -278,14 +280,14 @@ func (s *Scope) failed(c call, err error) {
 	rec.failures = append(rec.failures, err)
 	s.mu.Unlock()
 	if s.decide(c, err) {
-		s.end(reasonPolicy, endCause(err))
+		s.end(reasonPolicy, endCause(err), c)
 	}
 }
 
 // succeeded lets a policy that hears successes decide on one.
 func (s *Scope) succeeded(c call) {
 	if s.decide(c, nil) {
-		s.end(reasonPolicy, endCause(nil))
+		s.end(reasonPolicy, endCause(nil), c)
 	}
 }
 
@@ -302,7 +304,7 @@ func (s *Scope) panicked(c call, pe *PanicError) {
 	}
 	s.mu.Unlock()
 	if before {
-		s.end(reasonPanic, pe)
+		s.end(reasonPanic, pe, c)
 		s.decide(c, pe)
 	}
 }
@@ -329,7 +331,7 @@ func (s *Scope) joinerPanicked(pe *PanicError) {
 	rec := s.recLocked()
 	rec.panics = append(rec.panics, pe)
 	s.mu.Unlock()
-	s.end(reasonPanic, pe)
+	s.end(reasonPanic, pe, nil)
 }
 
 // done counts a subtask out and wakes the owner if it was the last.
@@ -525,7 +527,7 @@ func (s *Scope) Close() {
 		return
 	}
 	if f&countMask != 0 {
-		s.end(reasonClosed, context.Canceled)
+		s.end(reasonClosed, context.Canceled, nil)
 	}
 	s.ins.Joining()
 	s.wait(flagClosed)

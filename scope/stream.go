@@ -155,7 +155,10 @@ func (st *stream[In, Out]) emit(yield func(Out, error) bool) bool {
 		if _, ok := err.(*PanicError); ok && !s.panicsAsErrors {
 			return false // run's Join re-panics it, on the consumer's goroutine
 		}
-		return yield(zero, err) && s.ctx.Err() == nil
+		// A failure that ended the scope (FailFast's first, a panic as an error) is the last
+		// pair; any other (AwaitAll's, a panic after the end) is one pair among others, and an
+		// end from outside is still to be yielded, with its cause, at the first Cancelled call.
+		return yield(zero, err) && !st.decidedOn(it)
 	default: // Cancelled: the scope ended; its cause is the last pair
 		if st.panicked() {
 			return false
@@ -163,6 +166,14 @@ func (st *stream[In, Out]) emit(yield func(Out, error) bool) bool {
 		yield(zero, err)
 		return false
 	}
+}
+
+// decidedOn reports whether the scope's end was decided on it: its completion.
+func (st *stream[In, Out]) decidedOn(it *streamItem[In, Out]) bool {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rec != nil && s.rec.decider == call(it)
 }
 
 // panicked reports whether a panic is waiting to be re-raised by Join.
@@ -186,13 +197,10 @@ func (it *streamItem[In, Out]) node() *registry.Task { return it.rec }
 func (it *streamItem[In, Out]) forked() any          { return it.st.fn }
 
 // runIn runs a call of a Stream as a subtask; the stream hears of it once its outcome is
-// settled (completed), before it is counted out. A call that waited for a worker while the scope
-// was cancelled (a break, a failure) does not run.
+// settled (completed), before it is counted out. Like any subtask forked before the scope was
+// cancelled, it runs even if the cancellation came while it waited for a worker: which of the
+// two came first is the fork's admission, not the worker's timing.
 func (it *streamItem[In, Out]) runIn(s *Scope) subtask {
-	if s.ended() {
-		s.unstarted(it) // counted in, never started
-		return nil
-	}
 	return s.body(it, func(ctx context.Context) (err error) {
 		it.val, err = it.st.fn(ctx, it.in)
 		return err
