@@ -28,7 +28,9 @@ package scope
 // scope's [WithTimeout] deadline ends it before the Joiner decided, Join calls OnTimeout once,
 // after every subtask has returned, instead of returning [ErrTimeout], and returns what it
 // returns; subtasks that completed before the deadline keep their results, so OnTimeout can return
-// what it has. A panic in OnTimeout is a *PanicError like one in Result.
+// what it has. What came first in time decides: a deadline that passed before the parent's
+// cancellation is a timeout, even when a subtask returns only after both. A panic in OnTimeout is
+// a *PanicError like one in Result.
 //
 // A Joiner holds the state of one scope: give each scope a fresh one.
 type Joiner interface {

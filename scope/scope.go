@@ -81,6 +81,24 @@ type settings struct {
 	stop     context.CancelFunc // deadline's
 }
 
+// ownDeadline reports whether the WithTimeout deadline, rather than the parent, ended the scope's
+// context: what came first in time decides, not the parent's state when the end is recorded (a
+// subtask may return long after both). The deadline's context keeps the cause that reached it
+// first: ErrTimeout from its own timer, or the parent's. A parent's cause can be ErrTimeout too
+// (a parent scope's deadline); then ours came first only if it is the earlier one — context runs
+// no timer of its own for a deadline after the parent's.
+func (o *settings) ownDeadline() bool {
+	if o.deadline == nil || context.Cause(o.deadline) != ErrTimeout {
+		return false
+	}
+	if context.Cause(o.parent) != ErrTimeout {
+		return true
+	}
+	ours, _ := o.deadline.Deadline()
+	theirs, ok := o.parent.Deadline()
+	return !ok || ours.Before(theirs)
+}
+
 // record is what a scope remembers of its failures and its end.
 type record struct {
 	reason      reason
@@ -254,7 +272,7 @@ func (s *Scope) end(r reason, cause error, by call) {
 	case rec.reason == reasonNone:
 		if r == reasonOutside {
 			cause = context.Cause(s.ctx)
-			rec.ownDeadline = s.opts != nil && s.opts.deadline != nil && s.opts.parent.Err() == nil
+			rec.ownDeadline = s.opts != nil && s.opts.ownDeadline()
 		} else {
 			s.cancel(cause) // before the flag: see ended
 		}
