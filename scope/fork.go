@@ -123,7 +123,11 @@ func (s *Scope) admit(t subtask) bool {
 
 // count counts a fork in, or refuses it if the scope is joined, closed or cancelled. Count first,
 // check after: one atomic operation on the common path.
-func (s *Scope) count(t subtask) bool {
+func (s *Scope) count(t subtask) bool { return s.countIn(t, false) }
+
+// countIn is count; blocked says that the fork waits for a slot of the limit, and is recorded as
+// blocked until it has one (see unblock).
+func (s *Scope) countIn(t subtask, blocked bool) bool {
 	if f := s.state.Add(1); f&(flagJoined|flagClosed|flagCancelled) != 0 || s.ctx.Err() != nil {
 		s.done()
 		if f&(flagJoined|flagClosed) != 0 {
@@ -133,8 +137,12 @@ func (s *Scope) count(t subtask) bool {
 		s.refuse(t, s.rec.cancelled)
 		return false
 	}
-	if s.ins.Recorded() {
-		s.ins.Fork(t.node(), t.forked()) // before anyone can start it (a blocked fork's taker too)
+	switch {
+	case !s.ins.Recorded():
+	case blocked:
+		s.ins.ForkBlocked(t.node(), t.forked()) // before anyone can take it over
+	default:
+		s.ins.Fork(t.node(), t.forked()) // before anyone can start it
 	}
 	return true
 }
@@ -165,15 +173,16 @@ func (s *Scope) admitSlow(t subtask) bool {
 	}
 	// Wait for a slot, counted in already: Join waits for us (our caller is the owner, not in
 	// Join, or a subtask, counted itself).
-	if !s.count(t) {
+	if !s.countIn(t, true) {
 		return false
 	}
-	s.ins.Blocked(1)
 	taken, err := s.slots.AcquireFor(s.ctx, 1, t)
-	s.ins.Blocked(-1)
+	if taken {
+		return false // a finishing subtask's goroutine unblocks and runs it (see takeNext)
+	}
+	// The slot came to us, or the wait failed: the fork is ours to unblock, before it starts.
+	s.ins.Unblock()
 	switch {
-	case taken:
-		return false // a finishing subtask's goroutine runs it (see finish)
 	case err == nil && !s.ended():
 		return true
 	case err == nil:
@@ -270,6 +279,7 @@ func (s *Scope) takeNext() subtask {
 			return nil
 		}
 		t := owner.(subtask)
+		s.ins.Unblock() // the blocked fork has its slot: it is not blocked from now on
 		if !s.ended() {
 			return t
 		}

@@ -101,14 +101,17 @@ type Scope struct {
 	hot atomic.Pointer[hot]
 
 	joining atomic.Bool
-	blocked atomic.Int64
 }
 
 // hot is the part of a scope's record that forks, starts and completions write, laid out so that
 // they do not share cache lines needlessly: forks is the forking goroutine's, tab is read by every
 // start, the slots are written by the subtasks in them.
 type hot struct {
-	forks atomic.Int64 // forks so far, each one's seq; also those that never ran
+	// forks counts the forks so far (each one's seq; also those that never ran) in its low bits,
+	// and the forks blocked on the scope's limit above them (blockedOne each). One word, so that a
+	// blocked fork is counted in as blocked, and moved from blocked to admitted when it is handed
+	// a slot, each in one atomic step: a dump sees it either blocked or not, never both.
+	forks atomic.Uint64
 	_     [cacheLine - 8]byte
 
 	hotCounts
@@ -131,6 +134,11 @@ type hotCounts struct {
 }
 
 const cacheLine = 64
+
+const (
+	blockedOne = 1 << 40        // one blocked fork, in hot.forks
+	forkMask   = blockedOne - 1 // the count of forks, in hot.forks
+)
 
 var _ = [1]struct{}{}[unsafe.Offsetof(hot{}.firstSlots)%cacheLine+unsafe.Sizeof(hot{})%cacheLine+unsafe.Sizeof(slot{})*slotsPerLine%cacheLine]
 
@@ -285,17 +293,41 @@ func (e *Scope) Context() context.Context {
 
 // Fork records a subtask about to start; fn is the function passed to Fork or Go (a func value),
 // kept for its site. A nil t counts the fork without listing it (Enter and Done then take nil
-// too): the counts stay exact for a call site that has no Task to give. Call it after the fork is admitted and before the subtask's goroutine
-// starts. It costs one atomic add: the subtask takes its place among the running ones in Enter,
-// on its own goroutine, so the forking loop does nothing more.
+// too): the counts stay exact for a call site that has no Task to give. Call it after the fork is
+// admitted (it has its slot, in a limited scope) and before the subtask's goroutine starts. It
+// costs one atomic add: the subtask takes its place among the running ones in Enter, on its own
+// goroutine, so the forking loop does nothing more.
 func (e *Scope) Fork(t *Task, fn any) {
 	if e == nil || !e.tracked {
 		return
 	}
-	seq := e.hotPart().forks.Add(1)
+	e.fork(t, 1, fn)
+}
+
+// ForkBlocked is Fork for a fork that must wait for a slot of the scope's limit: it is counted
+// in as blocked. Once it has its slot, whoever hands it over calls [Scope.Unblock] before the
+// subtask starts; a fork that never gets one (the scope was cancelled meanwhile) is unblocked
+// and then Done as Cancelled.
+func (e *Scope) ForkBlocked(t *Task, fn any) {
+	if e == nil || !e.tracked {
+		return
+	}
+	e.fork(t, 1+blockedOne, fn)
+}
+
+func (e *Scope) fork(t *Task, delta uint64, fn any) {
+	seq := e.hotPart().forks.Add(delta) & forkMask
 	if t != nil {
 		t.seq, t.pc = uintptr(seq), funcPC(fn)
 	}
+}
+
+// Unblock moves a fork counted by ForkBlocked from blocked to admitted, in one atomic step.
+func (e *Scope) Unblock() {
+	if e == nil || !e.tracked {
+		return
+	}
+	e.hot.Load().forks.Add(^uint64(blockedOne - 1)) // minus blockedOne; hot was made by ForkBlocked
 }
 
 // ForkAt is Fork for a call that runs without a Subtask of its own on a goroutine of the scope's
@@ -388,15 +420,6 @@ func (e *Scope) Done(t *Task, o Outcome) {
 	} else {
 		h.done[o&3].Add(1)
 	}
-}
-
-// Blocked adds delta to the forks blocked on the scope's limit: +1 before a Fork waits for a
-// slot, -1 when the wait is over.
-func (e *Scope) Blocked(delta int) {
-	if e == nil || !e.tracked {
-		return
-	}
-	e.blocked.Add(int64(delta))
 }
 
 // Joining records that the owner waits in Join or Close.

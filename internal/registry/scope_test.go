@@ -433,7 +433,8 @@ func TestNilRecordDoesNothing(t *testing.T) {
 	e.Refuse(registry.Cancelled)
 	e.Enter(&task).End()
 	e.Done(&task, registry.Succeeded)
-	e.Blocked(1)
+	e.ForkBlocked(&task, noop)
+	e.Unblock()
 	e.Joining()
 	e.Leave()
 	assert.Nil(t, e.Labels())
@@ -449,12 +450,11 @@ func TestBlockedForkIsNotRunning(t *testing.T) {
 	var a, b registry.Task
 	e.Fork(&a, noop)
 	e.Enter(&a)
-	e.Fork(&b, noop) // counted in, then waits for a slot, as scope's admitSlow does
-	e.Blocked(1)
+	e.ForkBlocked(&b, noop) // counted in as blocked, as scope's admitSlow does
 	r := byName(t, collect(), "lim")
 	assert.Equal(t, [2]int64{1, 1}, [2]int64{r.Running, r.Blocked})
 	e.Done(&a, registry.Succeeded)
-	e.Blocked(-1)
+	e.Unblock() // handed a's slot
 	e.Enter(&b)
 	r = byName(t, collect(), "lim")
 	assert.Equal(t, [3]int64{1, 0, 1}, [3]int64{r.Running, r.Blocked, r.Succeeded})

@@ -81,29 +81,33 @@ func (s *Scope) Go(fn func(context.Context) error) *Subtask {
 		select {
 		case s.slots <- struct{}{}:
 		default:
-			if s.ins != nil {
-				s.ins.Blocked(1)
-			}
+			// Counted in as blocked until it has its slot, as scope does.
+			s.ins.ForkBlocked(&st.node, fn)
 			select {
 			case s.slots <- struct{}{}:
+				s.ins.Unblock()
+				if s.inner.Err() == nil {
+					s.wg.Add(1)
+					go st.run()
+					return st
+				}
+				<-s.slots
 			case <-s.inner.Done():
+				s.ins.Unblock()
 			}
-			if s.ins != nil {
-				s.ins.Blocked(-1)
-			}
+			s.ins.Done(&st.node, registry.Cancelled)
+			st.err = context.Cause(s.inner)
+			close(st.done)
+			return st
 		}
 	}
 	if s.inner.Err() != nil {
-		if s.ins != nil {
-			s.ins.Refuse(registry.Cancelled)
-		}
+		s.ins.Refuse(registry.Cancelled)
 		st.err = context.Cause(s.inner)
 		close(st.done)
 		return st
 	}
-	if s.ins != nil {
-		s.ins.Fork(&st.node, fn)
-	}
+	s.ins.Fork(&st.node, fn)
 	s.wg.Add(1)
 	go st.run()
 	return st
