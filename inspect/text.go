@@ -18,7 +18,10 @@ import (
 //	limiter "llm-api" limit 40  in flight 40  waiting 113 (oldest 9.8s)  overrunning 2
 //
 // Ages are as of the dump's Time; sites are shortened to their last directory and file. A
-// cancelled scope's line ends with its cause (its first line). It returns the first error of w.
+// cancelled scope's line ends with its cause (its first line). Every string that comes from the
+// program is escaped the same way, as Go quotes strings, so that none can move the cursor or
+// send a terminal a command: names and causes are always quoted, sites only when they hold a
+// space, a quote or a character that is not printable. It returns the first error of w.
 func (d *Dump) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	tw := &textWriter{w: bw, d: d}
@@ -67,7 +70,7 @@ func (tw *textWriter) scope(depth int, s *Scope) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "scope #%d ", s.ID)
 	if s.Name != "" {
-		fmt.Fprintf(&b, "%q ", s.Name)
+		fmt.Fprintf(&b, "%s ", quote(s.Name))
 	}
 	state := s.State
 	if s.State == StateCancelled && s.Joining {
@@ -81,7 +84,7 @@ func (tw *textWriter) scope(depth int, s *Scope) {
 			fmt.Fprintf(&b, " deadline %s ago", age(-left))
 		}
 	}
-	fmt.Fprintf(&b, "  %s  %s", shortSite(s.Site), counts(s.Counts))
+	fmt.Fprintf(&b, "  %s  %s", siteText(s.Site), counts(s.Counts))
 	if s.Limit > 0 {
 		fmt.Fprintf(&b, "  limit %d", s.Limit)
 		if s.BlockedForks > 0 {
@@ -89,11 +92,11 @@ func (tw *textWriter) scope(depth int, s *Scope) {
 		}
 	}
 	if s.State == StateCancelled && s.Cause != "" {
-		fmt.Fprintf(&b, "  cause: %s", firstLine(s.Cause, 200))
+		fmt.Fprintf(&b, "  cause: %s", quote(firstLine(s.Cause, 200)))
 	}
 	tw.line(depth, "%s", b.String())
 	for _, t := range s.Running {
-		tw.line(depth+1, "#%d running %s  %s", t.Seq, age(tw.d.Time.Sub(t.Started)), shortSite(t.Site))
+		tw.line(depth+1, "#%d running %s  %s", t.Seq, age(tw.d.Time.Sub(t.Started)), siteText(t.Site))
 	}
 	if depth+1 >= maxDepth {
 		if n := descendants(s); n > 0 {
@@ -142,6 +145,6 @@ func (tw *textWriter) limiter(l *Limiter) {
 	if get("waiting") > 0 {
 		waiting += fmt.Sprintf(" (oldest %s)", age(secondsToDuration(l.OldestWaiting)))
 	}
-	tw.line(0, "limiter %q limit %d  in flight %d  %s  overrunning %d",
-		l.Name, get("limit"), get("inFlight"), waiting, get("overrunning"))
+	tw.line(0, "limiter %s limit %d  in flight %d  %s  overrunning %d",
+		quote(l.Name), get("limit"), get("inFlight"), waiting, get("overrunning"))
 }
