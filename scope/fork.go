@@ -113,10 +113,8 @@ func (s *Scope) TryGo(fn func(ctx context.Context) error) bool {
 // settles it as Failed (OnFork's error) or Cancelled, or hands it to the goroutine that frees a
 // slot, and returns false. A limited scope's fork waits for a slot.
 func (s *Scope) admit(t subtask) bool {
-	if s.slots == nil {
-		if _, ok := s.policy.(custom); !ok {
-			return s.count(t)
-		}
+	if s.slots == nil && !s.tr.forks {
+		return s.count(t)
 	}
 	return s.admitSlow(t)
 }
@@ -153,12 +151,12 @@ func (s *Scope) refuse(t subtask, o *outcome) {
 	s.ins.Refuse(registry.Outcome(o.state))
 }
 
-// admitSlow is admit with a custom Joiner's OnFork or a WithLimit slot to get first.
+// admitSlow is admit with the policy to ask (a Joiner's OnFork) or a WithLimit slot to get first.
 func (s *Scope) admitSlow(t subtask) bool {
 	if f := s.state.Load(); f&(flagJoined|flagClosed) != 0 {
 		panic(forkAfter(f))
 	}
-	if !s.onFork(t) {
+	if !s.asked(t) {
 		return false
 	}
 	if s.slots == nil {
@@ -199,7 +197,6 @@ func (s *Scope) admitSlow(t subtask) bool {
 func (s *Scope) unstarted(t subtask) {
 	t.settle(s.rec.cancelled)
 	s.ins.Done(t.node(), registry.Cancelled) // forked (count), never entered
-	t.completed()
 	s.done()
 }
 
@@ -215,37 +212,29 @@ func (s *Scope) tryAdmit(t subtask) (start, forked bool) {
 	if !s.slots.TryAcquire(1) {
 		return false, false
 	}
-	if !s.onFork(t) || !s.count(t) {
+	if !s.asked(t) || !s.count(t) {
 		s.slots.Release(1)
 		return false, true
 	}
 	return true, true
 }
 
-// onFork asks a custom Joiner about a fork and reports whether the fork goes on; when it does
-// not, the subtask is settled: Failed with OnFork's error (or its panic), or Cancelled.
-func (s *Scope) onFork(t subtask) bool {
-	p, ok := s.policy.(custom)
-	if !ok {
+// asked asks the policy about a fork, if it asks about forks (a Joiner's OnFork), and reports
+// whether the fork goes on. When it does not, the subtask is settled as any completion is, by
+// complete — Failed with OnFork's error or its panic, handed to the policy; Cancelled if the scope
+// was cancelled, whatever OnFork said — and its fork is recorded as one that never ran.
+func (s *Scope) asked(t subtask) bool {
+	if !s.tr.forks {
 		return true
 	}
 	// Runs on the forking goroutine: the owner, which is not in Join, or a subtask, which is
-	// counted, so Join cannot finish meanwhile.
-	pe, err := s.ask(func() error { return p.j.OnFork(t.task()) })
-	switch {
-	case pe != nil:
-		// The Joiner failed like a subtask that panics: Failed, kept, the scope cancelled.
-		s.refuse(t, &outcome{state: Failed, err: pe})
-		s.panicked(t, pe)
-		return false
-	case err == nil:
+	// counted, so Join cannot finish meanwhile (Map's workers: Map joins after them).
+	pe, err := s.ask(func() error { return s.policy.onFork(t.task()) })
+	if pe == nil && err == nil {
 		return true
-	case s.ended():
-		s.refuse(t, s.rec.cancelled)
-	default:
-		s.refuse(t, &outcome{state: Failed, err: err})
-		s.failed(t, err)
 	}
+	o := s.complete(t, err, pe)
+	s.ins.Refuse(registry.Outcome(o.state))
 	return false
 }
 

@@ -60,7 +60,7 @@ type Scope struct {
 	ctx            context.Context
 	cancel         context.CancelCauseFunc
 	policy         policy          // never nil: failFast{} unless an option chose another
-	hears          bool            // the policy hears successes (its traits), cached for the hot path
+	tr             traits          // the policy's, cached for the hot paths
 	panicsAsErrors bool            // PanicsAsErrors
 	slots          *sema.Sema      // WithLimit's slots; nil without a limit
 	opts           *settings       // the rarer options; nil without them
@@ -140,7 +140,7 @@ func Open(ctx context.Context, opts ...Option) *Scope {
 		panic("scope: Open: nil context")
 	}
 	if len(opts) == 0 {
-		s := &Scope{policy: failFast{}}
+		s := &Scope{policy: failFast{}, tr: failFast{}.traits()}
 		s.ctx, s.cancel = context.WithCancelCause(ctx)
 		if registry.Active() { // one atomic load and one check, when nothing is recorded
 			s.record()
@@ -154,7 +154,7 @@ func Open(ctx context.Context, opts ...Option) *Scope {
 // being recorded); the scope's context becomes the record's, which answers for the scope in the
 // tree of scopes and carries the trace task and the pprof labels.
 func (s *Scope) record() {
-	info := registry.ScopeInfo{Policy: policyOf(s.policy)}
+	info := registry.ScopeInfo{Policy: s.tr.name}
 	if s.opts != nil {
 		info.Name = s.opts.name
 	}
@@ -164,20 +164,6 @@ func (s *Scope) record() {
 	if s.ins = registry.Open(s.ctx, info); s.ins != nil {
 		s.ctx = s.ins.Context()
 	}
-}
-
-func policyOf(p policy) registry.Policy {
-	switch p.(type) {
-	case awaitAll:
-		return registry.AwaitAll
-	case firstSuccess:
-		return registry.FirstSuccess
-	case cancelWhen:
-		return registry.CancelWhen
-	case custom:
-		return registry.Joiner
-	}
-	return registry.FailFast
 }
 
 // collect applies opts to a fresh config.
@@ -195,7 +181,7 @@ func open(ctx context.Context, c *config) *Scope {
 	if c.policy != nil {
 		s.policy = c.policy
 	}
-	s.hears, s.panicsAsErrors = s.policy.traits().hears, c.panicsAsErrors
+	s.tr, s.panicsAsErrors = s.policy.traits(), c.panicsAsErrors
 	if c.limit > 0 {
 		s.slots = sema.New(int64(c.limit), true)
 	}
@@ -336,11 +322,7 @@ func (s *Scope) decide(c call, err error) (end bool) {
 			end = false
 		}
 	}()
-	var t Task
-	if c != nil {
-		t = c.task()
-	}
-	return s.policy.decide(s, t, err)
+	return s.policy.decide(s, c.task(), err)
 }
 
 // joinerPanicked records a panic in the policy's user code: kept, and cancelling the scope.
@@ -484,8 +466,8 @@ func (s *Scope) outcome() (pe *PanicError, err error) {
 		rec = &record{} // nothing failed, won or ended: does not escape
 	}
 	switch {
-	case rec.reason == reasonOutside && rec.ownDeadline && s.onTimeout() != nil:
-		if pe, err = s.ask(s.onTimeout()); pe != nil {
+	case rec.reason == reasonOutside && rec.ownDeadline && s.policy.onTimeout() != nil:
+		if pe, err = s.ask(s.policy.onTimeout()); pe != nil {
 			return pe, nil
 		}
 	case rec.reason == reasonOutside || rec.reason == reasonClosed:
@@ -506,16 +488,6 @@ func (s *Scope) outcome() (pe *PanicError, err error) {
 		}
 	}
 	return nil, err
-}
-
-// onTimeout returns the custom Joiner's OnTimeout, if it has one.
-func (s *Scope) onTimeout() func() error {
-	if p, ok := s.policy.(custom); ok {
-		if tj, ok := p.j.(timeoutJoiner); ok {
-			return tj.OnTimeout
-		}
-	}
-	return nil
 }
 
 // ask calls user code of the policy on the owner's goroutine, recovering a panic there as a

@@ -116,23 +116,19 @@ func (st *stream[In, Out]) fork(v In) {
 	st.work <- it
 }
 
-// worker runs calls until the stream ends. A call that runs runtime.Goexit ends the worker's
-// goroutine after its completion has been signalled, when the consumer may already have queued
-// the next element for the worker count it saw: a new goroutine takes the worker's place, so the
-// count stays true and a queued element always has a worker to run it.
-func (st *stream[In, Out]) worker() {
-	normal := false
-	defer func() {
-		if !normal {
-			st.wg.Add(1)
-			go st.worker()
-		}
-		st.wg.Done()
-	}()
-	for it := range st.work {
-		it.runIn(st.s)
+// worker runs calls until the stream ends: each call's after hands it the next one (see take). A
+// call that runs runtime.Goexit ends the worker's goroutine; body then runs the worker's next
+// call on a new one, so the worker lives on, and a queued element always has a worker to run it.
+func (st *stream[In, Out]) worker() { run(st.s, st.take()) }
+
+// take returns the next call for a worker, waiting for it, or nil once the stream has ended —
+// then the worker is done.
+func (st *stream[In, Out]) take() subtask {
+	if it, ok := <-st.work; ok {
+		return it
 	}
-	normal = true
+	st.wg.Done()
+	return nil
 }
 
 // emit waits for the element at head and yields it. It reports whether to go on: false when the
@@ -196,15 +192,18 @@ type streamItem[In, Out any] struct {
 func (it *streamItem[In, Out]) node() *registry.Task { return it.rec }
 func (it *streamItem[In, Out]) forked() any          { return it.st.fn }
 
-// runIn runs a call of a Stream as a subtask; the stream hears of it once its outcome is
-// settled (completed), before it is counted out. Like any subtask forked before the scope was
-// cancelled, it runs even if the cancellation came while it waited for a worker: which of the
-// two came first is the fork's admission, not the worker's timing.
-func (it *streamItem[In, Out]) runIn(s *Scope) subtask {
-	return s.body(it, func(ctx context.Context) (err error) {
-		it.val, err = it.st.fn(ctx, it.in)
-		return err
-	})
+// invoke runs a call of a Stream. Like any subtask forked before the scope was cancelled, it runs
+// even if the cancellation came while it waited for a worker: which of the two came first is the
+// fork's admission, not the worker's timing.
+func (it *streamItem[In, Out]) invoke(ctx context.Context) (err error) {
+	it.val, err = it.st.fn(ctx, it.in)
+	return err
 }
 
-func (it *streamItem[In, Out]) completed() { it.st.done <- it.idx }
+// after tells the stream that the call's outcome is settled, counts it out, and returns the
+// worker's next call.
+func (it *streamItem[In, Out]) after(s *Scope) subtask {
+	it.st.done <- it.idx
+	s.done()
+	return it.st.take()
+}
