@@ -24,16 +24,11 @@ func Fork[T any](s *Scope, fn func(ctx context.Context) (T, error)) *Subtask[T] 
 	if fn == nil {
 		panic("scope: Fork: nil function")
 	}
-	if s.ins.Recorded() {
-		r := &recordedSubtask[T]{Subtask: Subtask[T]{fn: fn}}
-		if s.admit(r) {
-			go r.start(s)
-		}
-		return &r.Subtask
-	}
-	st := &Subtask[T]{fn: fn}
+	l := new(launch[Subtask[T]])
+	st := &l.sub
+	st.fn, st.s = fn, s
 	if s.admit(st) {
-		go st.start(s)
+		l.goStart(st)
 	}
 	return st
 }
@@ -46,16 +41,11 @@ func (s *Scope) Go(fn func(ctx context.Context) error) *Subtask[struct{}] {
 	if fn == nil {
 		panic("scope: Go: nil function")
 	}
-	if s.ins.Recorded() {
-		r := &recordedGo{goTask: goTask{fn: fn}}
-		if s.admit(r) {
-			go r.start(s)
-		}
-		return &r.Subtask
-	}
-	gt := &goTask{fn: fn}
+	l := new(launch[goTask])
+	gt := &l.sub
+	gt.fn, gt.s = fn, s
 	if s.admit(gt) {
-		go gt.start(s)
+		l.goStart(gt)
 	}
 	return &gt.Subtask
 }
@@ -70,21 +60,15 @@ func TryFork[T any](s *Scope, fn func(ctx context.Context) (T, error)) (*Subtask
 	if fn == nil {
 		panic("scope: TryFork: nil function")
 	}
-	var st *Subtask[T]
-	var t subtask
-	if s.ins.Recorded() {
-		r := &recordedSubtask[T]{Subtask: Subtask[T]{fn: fn}}
-		st, t = &r.Subtask, r
-	} else {
-		st = &Subtask[T]{fn: fn}
-		t = st
-	}
-	start, forked := s.tryAdmit(t)
+	l := new(launch[Subtask[T]])
+	st := &l.sub
+	st.fn, st.s = fn, s
+	start, forked := s.tryAdmit(st)
 	if !forked {
 		return nil, false
 	}
 	if start {
-		go run(s, t)
+		l.goStart(st)
 	}
 	return st, true
 }
@@ -96,15 +80,12 @@ func (s *Scope) TryGo(fn func(ctx context.Context) error) bool {
 	if fn == nil {
 		panic("scope: TryGo: nil function")
 	}
-	var t subtask
-	if s.ins.Recorded() {
-		t = &recordedGo{goTask: goTask{fn: fn}}
-	} else {
-		t = &goTask{fn: fn}
-	}
-	start, forked := s.tryAdmit(t)
+	l := new(launch[goTask])
+	gt := &l.sub
+	gt.fn, gt.s = fn, s
+	start, forked := s.tryAdmit(gt)
 	if start {
-		go run(s, t)
+		l.goStart(gt)
 	}
 	return forked
 }
@@ -113,34 +94,43 @@ func (s *Scope) TryGo(fn func(ctx context.Context) error) bool {
 // settles it as Failed (OnFork's error) or Cancelled, or hands it to the goroutine that frees a
 // slot, and returns false. A limited scope's fork waits for a slot.
 func (s *Scope) admit(t subtask) bool {
-	if s.slots == nil && !s.tr.forks {
-		return s.count(t)
+	if !s.plain {
+		return s.admitSlow(t)
 	}
-	return s.admitSlow(t)
+	// Count first, check after: one atomic operation on the common path.
+	if f := s.state.Add(1); f&(flagJoined|flagClosed|flagCancelled) == 0 && (!s.outside || s.ctx.Err() == nil) {
+		if s.ins != nil {
+			s.ins.Fork(t.node()) // before anyone can start it
+		}
+		return true
+	}
+	return s.counted(t, false)
 }
 
 // count counts a fork in, or refuses it if the scope is joined, closed or cancelled. Count first,
-// check after: one atomic operation on the common path.
-func (s *Scope) count(t subtask) bool { return s.countIn(t, false) }
+// check after: one atomic operation on the common path. blocked says that the fork waits for a
+// slot of the limit, and is recorded as blocked until it has one (see Scope.takeNext).
+func (s *Scope) count(t subtask, blocked bool) bool {
+	s.state.Add(1)
+	return s.counted(t, blocked)
+}
 
-// countIn is count; blocked says that the fork waits for a slot of the limit, and is recorded as
-// blocked until it has one (see unblock).
-func (s *Scope) countIn(t subtask, blocked bool) bool {
-	if f := s.state.Add(1); f&(flagJoined|flagClosed|flagCancelled) != 0 || s.ctx.Err() != nil {
+// counted is count once the fork is counted in.
+func (s *Scope) counted(t subtask, blocked bool) bool {
+	if f := s.state.Load(); f&(flagJoined|flagClosed) != 0 || s.ended() {
 		s.done()
 		if f&(flagJoined|flagClosed) != 0 {
 			panic(forkAfter(f))
 		}
-		s.ended()
-		s.refuse(t, s.rec.cancelled)
+		s.refuse(t, s.cancelledOutcome())
 		return false
 	}
 	switch {
 	case !s.ins.Recorded():
 	case blocked:
-		s.ins.ForkBlocked(t.node(), t.forked()) // before anyone can take it over
+		s.ins.ForkBlocked(t.node()) // before anyone can take it over
 	default:
-		s.ins.Fork(t.node(), t.forked()) // before anyone can start it
+		s.ins.Fork(t.node()) // before anyone can start it
 	}
 	return true
 }
@@ -160,10 +150,10 @@ func (s *Scope) admitSlow(t subtask) bool {
 		return false
 	}
 	if s.slots == nil {
-		return s.count(t)
+		return s.count(t, false)
 	}
 	if s.slots.TryAcquire(1) {
-		if !s.count(t) {
+		if !s.count(t, false) {
 			s.slots.Release(1)
 			return false
 		}
@@ -171,7 +161,7 @@ func (s *Scope) admitSlow(t subtask) bool {
 	}
 	// Wait for a slot, counted in already: Join waits for us (our caller is the owner, not in
 	// Join, or a subtask, counted itself).
-	if !s.countIn(t, true) {
+	if !s.count(t, true) {
 		return false
 	}
 	taken, err := s.slots.AcquireFor(s.ctx, 1, t)
@@ -195,15 +185,15 @@ func (s *Scope) admitSlow(t subtask) bool {
 // unstarted settles a fork that was counted in but never started — cancelled while it waited for
 // a slot, or as its slot was handed to it — and counts it out.
 func (s *Scope) unstarted(t subtask) {
-	t.settle(s.rec.cancelled)
-	s.ins.Done(t.node(), registry.Cancelled) // forked (count), never entered
+	t.settle(s.cancelledOutcome())
+	s.ins.Done(registry.Running{}, registry.Cancelled) // forked (count), never entered
 	s.done()
 }
 
 // tryAdmit is admit for TryFork and TryGo: forked is false when a limited scope has no free
 // slot, in which case nothing happened. A cancelled scope forks (a Cancelled subtask), like Fork.
 func (s *Scope) tryAdmit(t subtask) (start, forked bool) {
-	if s.slots == nil || s.ctx.Err() != nil {
+	if s.slots == nil || s.ended() {
 		return s.admit(t), true // never waits: a cancelled scope refuses at once
 	}
 	if f := s.state.Load(); f&(flagJoined|flagClosed) != 0 {
@@ -212,7 +202,7 @@ func (s *Scope) tryAdmit(t subtask) (start, forked bool) {
 	if !s.slots.TryAcquire(1) {
 		return false, false
 	}
-	if !s.asked(t) || !s.count(t) {
+	if !s.asked(t) || !s.count(t, false) {
 		s.slots.Release(1)
 		return false, true
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-
-	"github.com/goloom/loom/internal/registry"
 )
 
 // All runs every function in its own subtask of a fail-fast scope opened on ctx and returns their
@@ -76,9 +74,6 @@ func mapOver[In, Out any](ctx context.Context, in []In, fn func(context.Context,
 		workers = int(s.slots.Capacity())
 	}
 	m := &mapper[In, Out]{s: s, fn: fn, in: in, out: out, looks: s.tr.looks, callsAreIn: callsAreIn}
-	if s.ins.Recorded() {
-		m.nodes = make([]registry.Task, len(in)) // one allocation per Map, only when inspected
-	}
 	m.wg.Add(workers)
 	for range workers {
 		go m.work()
@@ -100,9 +95,7 @@ type mapper[In, Out any] struct {
 	wg    sync.WaitGroup // the workers
 	next  atomic.Int64   // the next element to take
 	looks bool           // the policy looks at subtasks: each call needs its own (see take)
-	// nodes are the calls' places in the scope's inspection record, made only when it is
-	// recorded; callsAreIn says the elements are the functions forked (All), for their sites.
-	nodes      []registry.Task
+	// callsAreIn says the elements are the functions forked (All), for their sites.
 	callsAreIn bool
 }
 
@@ -132,8 +125,8 @@ func (m *mapper[In, Out]) take(prev *mapCall[In, Out]) subtask {
 		if s.tr.forks && !s.asked(c) {
 			continue // refused by OnFork, and settled
 		}
-		if m.nodes != nil {
-			s.ins.ForkAt(&m.nodes[k], k+1, c.forked())
+		if s.ins.Recorded() {
+			s.ins.ForkAt(&c.rec, k+1) // a reused call's record is free again: Done came first
 		}
 		return c
 	}
@@ -165,13 +158,6 @@ func (c *mapCall[In, Out]) settle(o *outcome) {
 }
 
 func (c *mapCall[In, Out]) after(*Scope) subtask { return c.m.take(c) }
-
-func (c *mapCall[In, Out]) node() *registry.Task {
-	if c.m.nodes == nil {
-		return nil
-	}
-	return &c.m.nodes[c.i]
-}
 
 func (c *mapCall[In, Out]) forked() any {
 	if c.m.callsAreIn {

@@ -61,6 +61,8 @@ type Scope struct {
 	cancel         context.CancelCauseFunc
 	policy         policy          // never nil: failFast{} unless an option chose another
 	tr             traits          // the policy's, cached for the hot paths
+	plain          bool            // no limit and no policy to ask: a fork is only counted in
+	outside        bool            // the parent can be done, or there is a deadline: see ended
 	panicsAsErrors bool            // PanicsAsErrors
 	slots          *sema.Sema      // WithLimit's slots; nil without a limit
 	opts           *settings       // the rarer options; nil without them
@@ -140,7 +142,7 @@ func Open(ctx context.Context, opts ...Option) *Scope {
 		panic("scope: Open: nil context")
 	}
 	if len(opts) == 0 {
-		s := &Scope{policy: failFast{}, tr: failFast{}.traits()}
+		s := &Scope{policy: failFast{}, tr: failFast{}.traits(), plain: true, outside: ctx.Done() != nil}
 		s.ctx, s.cancel = context.WithCancelCause(ctx)
 		if registry.Active() { // one atomic load and one check, when nothing is recorded
 			s.record()
@@ -185,6 +187,7 @@ func open(ctx context.Context, c *config) *Scope {
 	if c.limit > 0 {
 		s.slots = sema.New(int64(c.limit), true)
 	}
+	s.plain = s.slots == nil && !s.tr.forks
 	if c.name != "" || c.hasTimeout {
 		s.opts = &settings{name: c.name, parent: ctx}
 		if c.hasTimeout {
@@ -194,6 +197,7 @@ func open(ctx context.Context, c *config) *Scope {
 			ctx = s.opts.deadline
 		}
 	}
+	s.outside = ctx.Done() != nil // the deadline's context, with a timeout
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	if registry.Active() {
 		s.record()
@@ -228,9 +232,21 @@ func (s *Scope) Name() string {
 // the parent or the deadline ended it, and that the caller — a subtask completing or a fork — was
 // still to come: that makes it an end from outside.
 //
-// This is the linearization point of a completion: since end cancels the context before it sets
-// flagCancelled, a subtask that finds the context not done completed before any cancellation.
+// This is the linearization point of a completion. end sets flagCancelled before it cancels the
+// context, so a subtask that finds the flag unset returned before anyone could see its scope's own
+// cancellation; one that also finds the context not done (when the scope can end from outside)
+// returned before any cancellation. A scope whose parent can never be done and that has no
+// deadline cannot end from outside: the flag is all it checks.
 func (s *Scope) ended() bool {
+	if s.state.Load()&flagCancelled != 0 {
+		return true
+	}
+	return s.outside && s.endedOutside()
+}
+
+// endedOutside reports whether the context is done, and then records an end from outside, if
+// nothing ended the scope before: see ended.
+func (s *Scope) endedOutside() bool {
 	if s.ctx.Err() == nil {
 		return false
 	}
@@ -238,6 +254,14 @@ func (s *Scope) ended() bool {
 		s.end(reasonOutside, nil, nil)
 	}
 	return true
+}
+
+// cancelledOutcome is the outcome the scope's Cancelled subtasks share, once it has ended. end
+// makes it under s.mu after it sets flagCancelled, so a reader that saw the flag takes the lock.
+func (s *Scope) cancelledOutcome() *outcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rec.cancelled
 }
 
 // end cancels the scope for r with cause, unless it was cancelled already; the first caller wins,
@@ -259,17 +283,19 @@ func (s *Scope) end(r reason, cause error, by call) {
 		if r == reasonOutside {
 			cause = context.Cause(s.ctx)
 			rec.ownDeadline = s.opts != nil && s.opts.ownDeadline()
-		} else {
-			s.cancel(cause) // before the flag: see ended
 		}
 		rec.reason, rec.cause = r, cause
-		rec.cancelled = &outcome{state: Cancelled, err: context.Cause(s.ctx)}
 		flags := flagCancelled
 		if r.decides() {
 			flags |= flagDecided
 			rec.decider = by
 		}
 		s.state.Or(flags)
+		if r != reasonOutside {
+			s.cancel(cause) // after the flag: see ended
+		}
+		// Whichever cause reached the context first: ours, or a parent's racing it.
+		rec.cancelled = &outcome{state: Cancelled, err: context.Cause(s.ctx)}
 	case r.decides() && !rec.reason.decides():
 		rec.reason, rec.cause, rec.decider = r, cause, by
 		s.state.Or(flagDecided)
@@ -337,15 +363,20 @@ func (s *Scope) joinerPanicked(pe *PanicError) {
 // done counts a subtask out and wakes the owner if it was the last.
 func (s *Scope) done() {
 	if f := s.state.Add(^uint64(0)); f&countMask == 0 && f&flagWaiting != 0 {
-		for {
-			f := s.state.Load()
-			if f&countMask != 0 || f&flagWaiting == 0 {
-				return // someone forked again (misuse) or another done woke the owner
-			}
-			if s.state.CompareAndSwap(f, f&^flagWaiting) {
-				s.wake.Done()
-				return
-			}
+		s.wakeOwner()
+	}
+}
+
+// wakeOwner wakes the owner waiting in Join or Close, once the count is zero.
+func (s *Scope) wakeOwner() {
+	for {
+		f := s.state.Load()
+		if f&countMask != 0 || f&flagWaiting == 0 {
+			return // someone forked again (misuse) or another done woke the owner
+		}
+		if s.state.CompareAndSwap(f, f&^flagWaiting) {
+			s.wake.Done()
+			return
 		}
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"iter"
 	"runtime"
 	"sync"
-
-	"github.com/goloom/loom/internal/registry"
 )
 
 // Stream runs fn over every element of in, at most n calls at once — n from [WithLimit], else
@@ -99,9 +97,6 @@ func (st *stream[In, Out]) run(in iter.Seq[In], yield func(Out, error) bool) {
 func (st *stream[In, Out]) fork(v In) {
 	i := st.tail % len(st.ring)
 	it := &streamItem[In, Out]{st: st, in: v, idx: st.tail}
-	if st.s.ins.Recorded() {
-		it.rec = new(registry.Task) // only then: an item is no larger when nothing is recorded
-	}
 	st.ring[i], st.ready[i] = it, false
 	st.tail++
 	if !st.s.admit(it) {
@@ -186,11 +181,9 @@ type streamItem[In, Out any] struct {
 	st  *stream[In, Out]
 	in  In
 	idx int
-	rec *registry.Task // its place in the scope's inspection record; nil when nothing is recorded
 }
 
-func (it *streamItem[In, Out]) node() *registry.Task { return it.rec }
-func (it *streamItem[In, Out]) forked() any          { return it.st.fn }
+func (it *streamItem[In, Out]) forked() any { return it.st.fn }
 
 // invoke runs a call of a Stream. Like any subtask forked before the scope was cancelled, it runs
 // even if the cancellation came while it waited for a worker: which of the two came first is the

@@ -75,6 +75,10 @@ type Subtask[T any] struct {
 	fn  func(context.Context) (T, error) // Fork's; nil for Scope.Go's, which a goTask keeps
 	// res is the final outcome; nil while the subtask is Running.
 	res atomic.Pointer[outcome]
+	s   *Scope
+	// rec is the subtask's place in its scope's inspection record, when the scope is recorded:
+	// in the subtask's own allocation, so that a recorded fork allocates no more than any fork.
+	rec registry.Task
 }
 
 // A goTask is a subtask forked by Scope.Go: its function returns only an error, so it is kept
@@ -84,20 +88,6 @@ type goTask struct {
 	Subtask[struct{}]
 	fn func(context.Context) error
 }
-
-// In a scope that package inspect records, a subtask also has its place in the scope's record:
-// a registry.Task, in the subtask's own allocation, so that a recorded fork allocates no more
-// than any fork, and a Subtask is no larger when nothing is recorded.
-type (
-	recordedSubtask[T any] struct {
-		Subtask[T]
-		rec registry.Task
-	}
-	recordedGo struct {
-		goTask
-		rec registry.Task
-	}
-)
 
 // state returns the subtask's state and error.
 func (st *Subtask[T]) state() (State, error) {
@@ -160,12 +150,16 @@ func (st *Subtask[T]) Value() any {
 func (st *Subtask[T]) settle(o *outcome) { st.res.Store(o) }
 
 // after ends a forked subtask's time in its scope: its slot goes on, and it is counted out.
-func (st *Subtask[T]) after(s *Scope) subtask { return s.finish() }
+func (st *Subtask[T]) after(s *Scope) subtask {
+	if s.slots != nil {
+		return s.finish()
+	}
+	s.done()
+	return nil
+}
 
-// node is the subtask's place in its scope's inspection record; nil when it has none.
-func (st *Subtask[T]) node() *registry.Task        { return nil }
-func (r *recordedSubtask[T]) node() *registry.Task { return &r.rec }
-func (r *recordedGo) node() *registry.Task         { return &r.rec }
+// node is the subtask's place in its scope's inspection record (used only when there is one).
+func (st *Subtask[T]) node() *registry.Task { return &st.rec }
 
 // forked is the function the subtask was forked with, for its site in a dump.
 func (st *Subtask[T]) forked() any { return st.fn }
@@ -202,11 +196,9 @@ func run(s *Scope, t subtask) {
 	}
 }
 
-// start is what a fork's goroutine runs (go st.start(s)): its closure holds st and s, no more.
-func (st *Subtask[T]) start(s *Scope)        { run(s, st) }
-func (gt *goTask) start(s *Scope)            { run(s, gt) }
-func (r *recordedSubtask[T]) start(s *Scope) { run(s, r) }
-func (r *recordedGo) start(s *Scope)         { run(s, r) }
+// start is what a forked subtask's goroutine runs (see launch).
+func (st *Subtask[T]) start() { run(st.s, st) }
+func (gt *goTask) start()     { run(gt.s, gt) }
 
 // invoke calls Fork's function and keeps its value, or Go's.
 func (st *Subtask[T]) invoke(ctx context.Context) (err error) {
@@ -228,41 +220,43 @@ func (gt *goTask) invoke(ctx context.Context) error { return gt.fn(ctx) }
 // time, its goroutine's pprof labels, its trace region — and leaves it once its outcome is settled,
 // before it is counted out: a dump never shows it running once Join could return.
 func (s *Scope) body(t subtask) (next subtask) {
-	var region registry.Region
+	var r registry.Running
 	inFn := false
 	defer func() {
 		if !inFn {
 			return
 		}
-		if r := recover(); r != nil {
-			s.left(t, s.complete(t, nil, newPanicError(r)), region)
+		if p := recover(); p != nil {
+			s.left(s.complete(t, nil, newPanicError(p)), r)
 			next = t.after(s)
 			return
 		}
-		s.left(t, s.complete(t, ErrGoexit, nil), region)
+		s.left(s.complete(t, ErrGoexit, nil), r)
 		if next := t.after(s); next != nil {
 			go run(s, next)
 		}
 	}()
 	for t != nil {
 		if s.ins != nil {
-			region = s.ins.Enter(t.node())
+			r = s.ins.Enter(t.node(), t.forked())
 		}
 		inFn = true
 		err := t.invoke(s.ctx)
 		inFn = false
-		s.left(t, s.complete(t, err, nil), region)
+		o := s.complete(t, err, nil)
+		if s.ins != nil {
+			s.ins.Done(r, registry.Outcome(o.state))
+		}
 		t = t.after(s)
 	}
 	return nil
 }
 
-// left takes a completed subtask off its scope's record: after complete, before after counts it
-// out.
-func (s *Scope) left(t subtask, o *outcome, region registry.Region) {
+// left takes a completed subtask off its scope's record (r is what its Enter returned): after
+// complete, before after counts it out.
+func (s *Scope) left(o *outcome, r registry.Running) {
 	if s.ins != nil {
-		s.ins.Done(t.node(), registry.Outcome(o.state))
-		region.End()
+		s.ins.Done(r, registry.Outcome(o.state))
 	}
 }
 
@@ -294,7 +288,7 @@ func (s *Scope) complete(c call, err error, pe *PanicError) (o *outcome) {
 		c.settle(o)
 		s.panicked(c, pe)
 	case s.ended():
-		o = s.rec.cancelled
+		o = s.cancelledOutcome()
 		c.settle(o)
 	case err != nil:
 		o = &outcome{state: Failed, err: err}

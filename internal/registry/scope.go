@@ -173,7 +173,7 @@ type table struct {
 }
 
 // slotsPerLine slots share a cache line.
-const slotsPerLine = 4
+const slotsPerLine = 2
 
 // index returns the slot a subtask's seq picks: subtasks forked one after another usually start
 // and complete at the same time, on different cores, so consecutive seqs pick slots on different
@@ -196,8 +196,18 @@ func (tab *table) init(slots []slot) {
 
 // A slot holds a running subtask, and counts the subtasks that succeeded in it: a success, the
 // common completion, writes one cache line, the one its start wrote, not one all share.
+//
+// seq is the subtask's fork order, stored by a CAS from 0 (the claim: seqs start at 1 and are
+// unique in the scope, so a slot never holds the same one twice); started (plus one, so that zero
+// means "not stored yet") and pc are stored after the claim. The subtask leaving stores them back
+// to zero, then seq, so a new subtask claims the slot only once the old one's are gone: a dump that
+// reads seq, then started and pc, then seq again, and finds seq unchanged, has read those of that
+// subtask (or zeros, if they have not been stored yet or are being cleared). No pointer: a slot
+// neither keeps a subtask alive nor costs a write barrier.
 type slot struct {
-	t         atomic.Pointer[Task]
+	seq       atomic.Uint64
+	started   atomic.Int64
+	pc        atomic.Uintptr // the entry of the subtask's function
 	succeeded atomic.Int64
 }
 
@@ -206,17 +216,20 @@ const (
 	probes     = 8  // slots a start tries before it grows the table
 )
 
-// A Task is a subtask's place in its scope's record. It lives inside the subtask's own allocation
-// (scope.Subtask embeds one), so recording a fork allocates nothing; its zero value is ready. A
-// Task records one fork: it must not be reused, nor copied once forked.
-type Task struct {
-	// Written before the Task is published in a slot and never after, so a dump that loads it
-	// from the slot reads them without a lock.
-	seq, pc uintptr // fork order and the function's entry, set by Fork
-	started int64   // nanoseconds from the scope's Open to the start, set by Enter
-	// The Task's own slot, for Done; only the subtask's goroutine touches them.
-	tab  *table
-	slot uintptr
+// A Task is a subtask's place in its scope's record: its fork order, from 1. It lives inside the
+// subtask's own allocation (scope.Subtask holds one), so recording a fork allocates nothing; its
+// zero value is ready. It is written by Fork, before the subtask starts, and only read after; what
+// else a dump shows of a running subtask is in its slot (see slot), and where that slot is, the
+// Running its goroutine keeps. A Task records one fork at a time: reuse it only once Done has
+// returned.
+type Task struct{ seq uint64 }
+
+// A Running is a started subtask's hold on its slot and its trace region, from Enter to Done. The
+// goroutine that runs the subtask keeps it in a local variable, so a subtask is no larger for it.
+// The zero Running stands for a fork that never started.
+type Running struct {
+	sl     *slot
+	region *trace.Region
 }
 
 // Open records a scope, if anything is to be recorded, and returns its record; else nil. inner is
@@ -291,34 +304,33 @@ func (e *Scope) Context() context.Context {
 	return e.base
 }
 
-// Fork records a subtask about to start; fn is the function passed to Fork or Go (a func value),
-// kept for its site. A nil t counts the fork without listing it (Enter and Done then take nil
-// too): the counts stay exact for a call site that has no Task to give. Call it after the fork is
-// admitted (it has its slot, in a limited scope) and before the subtask's goroutine starts. It
-// costs one atomic add: the subtask takes its place among the running ones in Enter, on its own
-// goroutine, so the forking loop does nothing more.
-func (e *Scope) Fork(t *Task, fn any) {
+// Fork records a subtask about to start. A nil t counts the fork without listing it (its Enter
+// then takes nil too): the counts stay exact for a call site that has no Task to give. Call it
+// after the fork is admitted (it has its slot, in a limited scope) and before the subtask's
+// goroutine starts. It costs one atomic add: the subtask takes its place among the running ones in
+// Enter, on its own goroutine, so the forking loop does nothing more.
+func (e *Scope) Fork(t *Task) {
 	if e == nil || !e.tracked {
 		return
 	}
-	e.fork(t, 1, fn)
+	e.fork(t, 1)
 }
 
 // ForkBlocked is Fork for a fork that must wait for a slot of the scope's limit: it is counted
 // in as blocked. Once it has its slot, whoever hands it over calls [Scope.Unblock] before the
 // subtask starts; a fork that never gets one (the scope was cancelled meanwhile) is unblocked
 // and then Done as Cancelled.
-func (e *Scope) ForkBlocked(t *Task, fn any) {
+func (e *Scope) ForkBlocked(t *Task) {
 	if e == nil || !e.tracked {
 		return
 	}
-	e.fork(t, 1+blockedOne, fn)
+	e.fork(t, 1+blockedOne)
 }
 
-func (e *Scope) fork(t *Task, delta uint64, fn any) {
+func (e *Scope) fork(t *Task, delta uint64) {
 	seq := e.hotPart().forks.Add(delta) & forkMask
 	if t != nil {
-		t.seq, t.pc = uintptr(seq), funcPC(fn)
+		t.seq = seq
 	}
 }
 
@@ -333,13 +345,13 @@ func (e *Scope) Unblock() {
 // ForkAt is Fork for a call that runs without a Subtask of its own on a goroutine of the scope's
 // (scope.Map's workers): t is the call's own Task (Map keeps one per element, in one slice), seq
 // its place in fork order, from 1. Pair it with Enter and Done on the goroutine that runs it.
-func (e *Scope) ForkAt(t *Task, seq int64, fn any) {
+func (e *Scope) ForkAt(t *Task, seq int64) {
 	if e == nil || !e.tracked {
 		return
 	}
 	e.hotPart().forks.Add(1)
 	if t != nil {
-		t.seq, t.pc = uintptr(seq), funcPC(fn)
+		t.seq = uint64(seq)
 	}
 }
 
@@ -354,37 +366,40 @@ func (e *Scope) Refuse(o Outcome) {
 	h.done[o&3].Add(1)
 }
 
-// Enter runs on the subtask's goroutine, first: it stamps the start and puts the subtask among
-// the running ones, sets the goroutine's pprof labels (with Labels on at Open) and, while a trace
-// records, starts the subtask's region, which the caller ends when the function has returned.
-func (e *Scope) Enter(t *Task) Region {
+// Enter runs on the subtask's goroutine, first: it puts the subtask among the running ones with
+// its start and fn (the function passed to Fork or Go, a func value, for its site), sets the
+// goroutine's pprof labels (with Labels on at Open) and, while a trace records, starts the
+// subtask's region. It returns the subtask's Running, for Done, on the same goroutine, once the
+// function has returned.
+func (e *Scope) Enter(t *Task, fn any) Running {
 	if e == nil {
-		return Region{}
+		return Running{}
 	}
+	var r Running
 	if e.tracked && t != nil {
-		t.started = now() - e.opened
-		e.hot.Load().publish(t) // made by Fork, which came first
+		r.sl = e.hot.Load().publish(t.seq) // made by Fork, which came first
+		r.sl.started.Store(now() - e.opened + 1)
+		r.sl.pc.Store(funcPC(fn))
 	}
 	if e.labels != nil {
 		pprof.SetGoroutineLabels(e.labels)
 	}
 	if e.traced != nil && trace.IsEnabled() {
-		return Region{trace.StartRegion(e.base, SubtaskRegion)}
+		r.region = trace.StartRegion(e.base, SubtaskRegion)
 	}
-	return Region{}
+	return r
 }
 
-// publish puts t in a free slot: the one its seq picks, or one of those the next few seqs pick.
-// Subtasks forked in a row mostly find their slot free (the subtask len(slots) forks earlier has
-// usually completed), so a start is usually one load and one compare-and-swap. When the few slots tried
-// are all taken, the table is too small for the scope's fan-out: a larger one replaces it.
-func (h *hot) publish(t *Task) {
+// publish puts the subtask of fork seq in a free slot, the one its seq picks or one of those the
+// next few seqs pick, and returns it. Subtasks forked in a row mostly find their slot free (the subtask len(slots)
+// forks earlier has usually completed), so a start is usually one load and one compare-and-swap.
+// When the few slots tried are all taken, the table is too small for the scope's fan-out: a larger
+// one replaces it.
+func (h *hot) publish(seq uint64) *slot {
 	for tab := h.tab.Load(); ; tab = h.grow(tab) {
 		for k := range uintptr(probes) {
-			i := tab.index(t.seq + k)
-			if sl := &tab.slots[i]; sl.t.Load() == nil && sl.t.CompareAndSwap(nil, t) {
-				t.tab, t.slot = tab, i
-				return
+			if sl := &tab.slots[tab.index(uintptr(seq)+k)]; sl.seq.Load() == 0 && sl.seq.CompareAndSwap(0, seq) {
+				return sl
 			}
 		}
 	}
@@ -400,23 +415,30 @@ func (h *hot) grow(tab *table) *table {
 	return h.tab.Load()
 }
 
-// Done records that a subtask has completed with outcome o: it leaves the running ones. Call it
-// once for every Task given to Fork or ForkAt, on the goroutine that ran it (after Enter), once
-// the outcome is final and before the subtask stops counting for Join.
-func (e *Scope) Done(t *Task, o Outcome) {
-	if e == nil || !e.tracked {
+// Done records that a subtask has completed with outcome o: it leaves the running ones, and its
+// region ends. Call it once for every fork recorded with Fork, ForkBlocked or ForkAt, on the
+// goroutine that ran it, with the Running its Enter returned (the zero Running for one that never
+// started), once the outcome is final and before the subtask stops counting for Join.
+func (e *Scope) Done(r Running, o Outcome) {
+	if e == nil {
 		return
 	}
-	h := e.hotPart()
-	if t == nil || t.tab == nil { // never started, or counted without a Task
+	if r.region != nil {
+		r.region.End()
+	}
+	if !e.tracked {
+		return
+	}
+	h := e.hot.Load() // made by the fork, which came first
+	if r.sl == nil {  // never started, or counted without a Task
 		h.done[o&3].Add(1)
 		return
 	}
-	sl := &t.tab.slots[t.slot]
-	t.tab = nil
-	sl.t.Store(nil)
+	r.sl.started.Store(0) // before seq: see slot
+	r.sl.pc.Store(0)
+	r.sl.seq.Store(0)
 	if o == Succeeded {
-		sl.succeeded.Add(1)
+		r.sl.succeeded.Add(1)
 	} else {
 		h.done[o&3].Add(1)
 	}

@@ -82,7 +82,7 @@ func (s *Scope) Go(fn func(context.Context) error) *Subtask {
 		case s.slots <- struct{}{}:
 		default:
 			// Counted in as blocked until it has its slot, as scope does.
-			s.ins.ForkBlocked(&st.node, fn)
+			s.ins.ForkBlocked(&st.node)
 			select {
 			case s.slots <- struct{}{}:
 				s.ins.Unblock()
@@ -95,7 +95,7 @@ func (s *Scope) Go(fn func(context.Context) error) *Subtask {
 			case <-s.inner.Done():
 				s.ins.Unblock()
 			}
-			s.ins.Done(&st.node, registry.Cancelled)
+			s.ins.Done(registry.Running{}, registry.Cancelled)
 			st.err = context.Cause(s.inner)
 			close(st.done)
 			return st
@@ -107,7 +107,7 @@ func (s *Scope) Go(fn func(context.Context) error) *Subtask {
 		close(st.done)
 		return st
 	}
-	s.ins.Fork(&st.node, fn)
+	s.ins.Fork(&st.node)
 	s.wg.Add(1)
 	go st.run()
 	return st
@@ -115,10 +115,7 @@ func (s *Scope) Go(fn func(context.Context) error) *Subtask {
 
 func (st *Subtask) run() {
 	s := st.s
-	var r registry.Region
-	if s.ins != nil {
-		r = s.ins.Enter(&st.node)
-	}
+	r := s.ins.Enter(&st.node, st.fn)
 	err := st.fn(s.ctx)
 	o := registry.Succeeded
 	switch {
@@ -134,10 +131,7 @@ func (st *Subtask) run() {
 		s.cancel(err)
 	}
 	st.err = err
-	if s.ins != nil {
-		s.ins.Done(&st.node, o)
-	}
-	r.End()
+	s.ins.Done(r, o)
 	if s.slots != nil {
 		<-s.slots
 	}
