@@ -42,7 +42,7 @@ const (
 
 // Label keys, for pprof and for `go tool pprof -tagfocus`.
 const (
-	ScopeLabel   = "loom.scope"   // NAME#ID, NAME the scope's name or "scope"
+	ScopeLabel   = "loom.scope"   // the scope's name, or "scope": a name, never an id (bounded cardinality)
 	LimiterLabel = "loom.limiter" // the limiter's name, or "limiter"
 )
 
@@ -261,7 +261,7 @@ func Open(inner context.Context, info ScopeInfo) *Scope {
 		e.traced.stopLog = context.AfterFunc(inner, e.logCancel)
 	}
 	if f&Labels != 0 {
-		e.base = pprof.WithLabels(e.base, pprof.Labels(ScopeLabel, e.labelName()+"#"+strconv.FormatUint(e.id, 10)))
+		e.base = pprof.WithLabels(e.base, pprof.Labels(ScopeLabel, e.labelName()))
 		e.labels = e.base
 	}
 	if e.tracked {
