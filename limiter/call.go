@@ -69,8 +69,12 @@ func Call[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, e
 // of Do and Call, written for speed (no call but the semaphore's and fn on the way in).
 func callHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) (v T, err error) {
 	t0 := l.begin()
-	if ctx.Done() != nil || !l.slots.TryAcquire(1) {
-		if err := l.enter(ctx, t0); err != nil {
+	ok, mark := false, int64(0)
+	if ctx.Done() == nil {
+		ok, mark = l.slots.TryAcquireMark(1)
+	}
+	if !ok {
+		if mark, err = l.enter(ctx, t0); err != nil {
 			return v, err
 		}
 	} else if l.closed.Load() {
@@ -97,7 +101,7 @@ func callHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (
 		return v, err
 	}
 	if l.cfg.fleeted() {
-		return callFleet(ctx, l, fn, t0)
+		return callFleet(ctx, l, fn, t0, mark)
 	}
 	return runHere(ctx, l, fn, ctx, nil, t0)
 }
@@ -105,11 +109,11 @@ func callHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (
 // callFleet is callHere, once the local slot is held, for a limiter whose calls the fleet must
 // admit too (WithFleet, WithFleetRate): fn runs under the permit's context, and the permit goes
 // back when fn returns.
-func callFleet[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error), t0 time.Time) (T, error) {
+func callFleet[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error), t0 time.Time, mark int64) (T, error) {
 	tctx, leave, o, err := l.fleetEnter(ctx, t0)
 	if err != nil {
 		var zero T
-		l.unused()
+		l.unused(mark)
 		l.end(ctx, o, err, t0, time.Time{})
 		return zero, err
 	}
@@ -209,14 +213,15 @@ func callTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 	var zero T
 	c := &timedCall[T]{l: l, fn: fn, caller: ctx}
 	c.t0 = l.begin()
-	if err := l.enter(ctx, c.t0); err != nil {
+	mark, err := l.enter(ctx, c.t0)
+	if err != nil {
 		return zero, err
 	}
 	parent := ctx
 	if l.cfg.fleeted() {
 		fctx, leave, o, err := l.fleetEnter(ctx, c.t0)
 		if err != nil {
-			l.unused()
+			l.unused(mark)
 			l.end(ctx, o, err, c.t0, time.Time{})
 			return zero, err
 		}

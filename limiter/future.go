@@ -35,8 +35,7 @@ type Future[T any] struct {
 	cancel    context.CancelFunc // the task's context's
 	stop      func() bool        // stops the watcher of ctx (queued, or running without timeout) or of the task's context
 	timer     *time.Timer        // the acquire timeout, while queued
-	born      time.Duration      // when Submit was called, after the limiter's epoch, if the limiter notes it (see begin)
-	wait      time.Duration      // from Submit to the task's start, with a logger
+	at        *stamps            // when the call began and its task started, if the limiter notes it (see begin)
 	leave     func()             // gives the fleet's permit back; nil without one
 	mk        window.Mark        // the adaptive limit's mark of the task's start
 	waitTrace registry.AsyncWait // a trace task "loom.limiter.wait" while it queues, if a trace records
@@ -77,7 +76,7 @@ func Submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T,
 	}
 	f := &Future[T]{l: l, ctx: ctx, fn: fn}
 	if t0 := l.begin(); !t0.IsZero() {
-		f.born = t0.Sub(l.epoch)
+		f.at = &stamps{born: t0.Sub(l.epoch)}
 	}
 	if done := ctx.Done(); done != nil {
 		select {
@@ -91,7 +90,7 @@ func Submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T,
 		f.endUnqueued(ErrClosed, outRejected)
 		return f
 	}
-	if l.slots.TryAcquire(1) {
+	if l.slots.TryAcquireFor(&f.w, 1) {
 		go runTasks(f, false)
 		return f
 	}
@@ -122,6 +121,13 @@ func Submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T,
 	}
 	f.mu.Unlock()
 	return f
+}
+
+// stamps are a Future's times, after the limiter's epoch, for a limiter that notes them (its
+// logger, its fleet's share of the acquire timeout): few limiters do, so they live apart.
+type stamps struct {
+	born time.Duration // when Submit was called
+	wait time.Duration // from Submit to the task's start, with a logger
 }
 
 // Wait waits for the task's result and returns what fn returned, or the error that completed

@@ -22,7 +22,7 @@ type Limiter struct {
 	// and a task goroutine that gives its slot back takes over the queued task the slot goes to
 	// (sema's ReleaseAndTake) instead of starting a goroutine for it.
 	slots sema.Sema
-	rate  *bucket       // WithRate's tokens, the slots' gate; nil without a rate
+	rate  *tokens       // WithRate's tokens, the slots' gate; nil without a rate
 	meter *window.Meter // WithAdaptive's windows, which move the slots' capacity; nil without
 	cfg   config
 	epoch time.Time // with stamp: the base of Futures' timestamps
@@ -58,7 +58,7 @@ func New(limit int, opts ...Option) *Limiter {
 	}
 	l.slots.Init(int64(limit), true)
 	if c.perSecond > 0 {
-		l.rate = newBucket(c.perSecond, c.burst)
+		l.rate = newTokens(c.perSecond, c.burst)
 		l.slots.SetGate(l.rate)
 	}
 	if c.adaptive != nil {
@@ -93,67 +93,65 @@ func (l *Limiter) check(ctx context.Context, op string) {
 }
 
 // enter takes a slot for a call, or ends the call (counted and recorded) and returns why it got
-// none. t0 is when the call began, when there is a logger.
-func (l *Limiter) enter(ctx context.Context, t0 time.Time) error {
+// none. t0 is when the call began, when there is a logger. mark is the slot's token's, with a
+// rate (see unused).
+func (l *Limiter) enter(ctx context.Context, t0 time.Time) (mark int64, err error) {
 	if done := ctx.Done(); done != nil {
 		select {
 		case <-done:
 			err := ctxErr(ctx)
 			l.end(ctx, outCancelled, err, t0, time.Time{})
-			return err
+			return 0, err
 		default:
 		}
 	}
-	if l.slots.TryAcquire(1) {
-		return l.admitted(ctx, t0)
+	if ok, mark := l.slots.TryAcquireMark(1); ok {
+		return mark, l.admitted(ctx, t0)
 	}
 	return l.enterSlow(ctx, t0)
 }
 
-// admitted checks a call that has just got its slot against a Shutdown that began meanwhile.
+// admitted checks a call that has just got its slot against a Shutdown that began meanwhile. Its
+// token is not given back: no call starts from now on.
 func (l *Limiter) admitted(ctx context.Context, t0 time.Time) error {
 	if !l.closed.Load() {
 		return nil
 	}
-	l.unused()
+	l.release()
 	l.end(ctx, outRejected, ErrClosed, t0, time.Time{})
 	return ErrClosed
 }
 
-// unused gives back a slot, and its token, that a call got but will not use.
-func (l *Limiter) unused() {
+// unused gives back a slot, and its token (by its mark), that a call got but will not use.
+func (l *Limiter) unused(mark int64) {
 	if l.rate != nil {
-		l.rate.Refund()
+		l.rate.Return(mark)
 	}
 	l.release()
 }
 
 // enterSlow is enter for a caller that has to wait.
-func (l *Limiter) enterSlow(ctx context.Context, t0 time.Time) error {
-	err := l.refusal(ctx)
+func (l *Limiter) enterSlow(ctx context.Context, t0 time.Time) (mark int64, err error) {
+	err = l.refusal(ctx)
 	if err == nil {
 		region := registry.StartWait(ctx) // a trace region "loom.limiter.wait", while a trace records
-		if l.cfg.acquireTimed {
-			err = l.slots.AcquireTimeout(ctx, 1, l.cfg.acquireTimeout)
-		} else {
-			err = l.slots.Acquire(ctx, 1)
-		}
+		mark, err = l.slots.AcquireMark(ctx, 1, l.cfg.acquireTimed, l.cfg.acquireTimeout)
 		l.waiting.Add(-1)
 		region.End()
 		switch err {
 		case nil:
-			return l.admitted(ctx, t0)
+			return mark, l.admitted(ctx, t0)
 		case sema.ErrTimeout:
 			err = ErrAcquireTimeout
 		case ErrClosed:
 		default: // ctx ended while we waited
 			err = ctxErr(ctx)
 			l.end(ctx, outCancelled, err, t0, time.Time{})
-			return err
+			return 0, err
 		}
 	}
 	l.end(ctx, outRejected, err, t0, time.Time{})
-	return err
+	return 0, err
 }
 
 // refusal returns why a call that found no free slot (or token) may not wait for one — closed,

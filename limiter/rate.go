@@ -2,9 +2,9 @@ package limiter
 
 import (
 	"fmt"
-	"math"
-	"sync/atomic"
 	"time"
+
+	"github.com/goloom/loom/internal/gcra"
 )
 
 // WithRate lets at most perSecond calls start per second, in bursts of at most burst, besides the
@@ -20,11 +20,15 @@ import (
 // Shutdown) takes none, and one that gets its slot and token just as it leaves gives the token
 // back. [Stats].RateWaiting shows the calls the rate is holding back.
 //
-// An outbound API that limits calls per minute takes WithRate(perMinute/60, burst). It panics
-// unless perSecond is in (0, 1e9] and burst ≥ 1.
+// An outbound API that limits calls per minute takes WithRate(perMinute/60, burst). Any rate
+// above zero and any burst behave as their numbers say: the bucket's sums saturate at the largest
+// Duration (a rate of 1e-10 admits its burst and then nothing for centuries; a burst of 1e10
+// admits at once), and its interval is kept to the nanosecond, rounded up (a rate above 1e9 runs
+// at one call a nanosecond, +Inf never holds a call back). It panics unless perSecond > 0 (NaN is
+// not) and burst ≥ 1.
 func WithRate(perSecond float64, burst int) Option {
-	if !(perSecond > 0 && perSecond <= 1e9) { // also refuses NaN
-		panic(fmt.Sprintf("limiter: WithRate: perSecond must be in (0, 1e9], got %v", perSecond))
+	if !(perSecond > 0) { // also refuses NaN
+		panic(fmt.Sprintf("limiter: WithRate: perSecond must be above zero, got %v", perSecond))
 	}
 	if burst < 1 {
 		panic(fmt.Sprintf("limiter: WithRate: burst must be at least 1, got %d", burst))
@@ -32,48 +36,29 @@ func WithRate(perSecond float64, burst int) Option {
 	return func(c *config) { c.perSecond, c.burst = perSecond, burst }
 }
 
-// A bucket is a token bucket in the form of the generic cell rate algorithm: it keeps one number,
-// tat, the time at which the bucket would be full again, and a call may pass at now if that
-// leaves tat no more than burst intervals ahead of now. Times are nanoseconds of the monotonic
-// clock since epoch (time.Since: one clock read per pass, no wall clock). It is the limiter's
-// [sema.Gate]: the core asks it for the head of the queue, and for each fast-path acquire.
-type bucket struct {
-	tat       atomic.Int64
-	interval  int64 // nanoseconds per token
-	tolerance int64 // burst intervals
-	epoch     time.Time
+// tokens is WithRate's bucket (package gcra's, on the monotonic clock since epoch: one clock read
+// per pass) and the limiter's [sema.Gate]: the core asks it for the head of the queue, and for
+// each fast-path acquire.
+type tokens struct {
+	b     gcra.Bucket
+	r     gcra.Rate
+	epoch time.Time
 }
 
-func newBucket(perSecond float64, burst int) *bucket {
-	interval := int64(math.Round(1e9 / perSecond))
-	b := &bucket{interval: interval, tolerance: int64(burst) * interval, epoch: time.Now()}
-	return b // tat == 0 == epoch: the bucket starts full
+func newTokens(perSecond float64, burst int) *tokens {
+	return &tokens{r: gcra.NewRate(perSecond, int64(burst)), epoch: time.Now()} // tat 0: the bucket starts full
 }
 
-func (b *bucket) now() int64 { return int64(time.Since(b.epoch)) }
+func (t *tokens) now() time.Duration { return time.Since(t.epoch) }
 
-// Pass takes a token if one is there now and returns 0, or returns how long until one will be,
-// taking nothing.
-func (b *bucket) Pass() time.Duration {
-	now := b.now()
-	for {
-		tat := b.tat.Load()
-		next := max(tat, now) + b.interval
-		if wait := next - b.tolerance - now; wait > 0 {
-			return time.Duration(wait)
-		}
-		if b.tat.CompareAndSwap(tat, next) {
-			return 0
-		}
-	}
-}
+// Pass takes a token if one is there now and returns 0 and its mark, or returns how long until
+// one will be, taking nothing.
+func (t *tokens) Pass() (time.Duration, int64) { return t.b.Take(t.r, t.now()) }
 
-// Refund gives a token back, as x/time/rate's Reservation.Cancel does.
-func (b *bucket) Refund() { b.tat.Add(-b.interval) }
+// Return gives back the token with this mark, which its call never used, as far as no later
+// token depends on it (package gcra's rule, the fleet's too).
+func (t *tokens) Return(mark int64) { t.b.Return(t.r, mark) }
 
 // due returns how long, as things stand, until k more tokens have come: when the k-th call to
 // ask from now could start.
-func (b *bucket) due(k int64) time.Duration {
-	now := b.now()
-	return time.Duration(max(0, max(b.tat.Load(), now)+k*b.interval-b.tolerance-now))
-}
+func (t *tokens) due(k int64) time.Duration { return t.b.Due(t.r, t.now(), k) }

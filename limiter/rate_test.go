@@ -294,11 +294,14 @@ func TestRateShutdown(t *testing.T) {
 }
 
 func TestWithRateBadInput(t *testing.T) {
-	for _, give := range []float64{0, -1, math.NaN(), math.Inf(1), 2e9} {
+	for _, give := range []float64{0, -1, math.NaN(), math.Inf(-1)} {
 		assert.Panics(t, func() { limiter.WithRate(give, 1) }, "%v", give)
 	}
+	for _, give := range []float64{math.SmallestNonzeroFloat64, 1e-10, 2e9, math.MaxFloat64, math.Inf(1)} {
+		assert.NotPanics(t, func() { limiter.WithRate(give, 1) }, "%v: any rate above zero", give)
+	}
 	assert.PanicsWithValue(t, "limiter: WithRate: burst must be at least 1, got 0", func() { limiter.WithRate(1, 0) })
-	assert.PanicsWithValue(t, "limiter: WithRate: perSecond must be in (0, 1e9], got 0", func() { limiter.WithRate(0, 1) })
+	assert.PanicsWithValue(t, "limiter: WithRate: perSecond must be above zero, got 0", func() { limiter.WithRate(0, 1) })
 }
 
 // Many goroutines through a rate and a limit at once, with cancels: the limit and the bucket both
@@ -335,4 +338,51 @@ func TestRateStress(t *testing.T) {
 	assert.LessOrEqual(t, peak.Load(), int32(limit))
 	checkEnvelope(t, st.times(), perSecond, burst, time.Millisecond)
 	atRest(t, l)
+}
+
+// "Rates saturate. Every interval and sum computed from a rate (limiter and fleet) saturates at
+// the largest Duration; any rate > 0 and burst ≥ 1 behaves as its numbers say." Regression: a
+// rate of 1e-10 let every call through (its interval overflowed), a burst of 1e10 refused the
+// first call (its tolerance did), and rates above 1e9 a second panicked.
+func TestRateExtremesBehaveAsTheirNumbersSay(t *testing.T) {
+	noop := func(context.Context) error { return nil }
+	t.Run("a token in three centuries", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l := limiter.New(10, limiter.WithRate(1e-10, 3), limiter.WithAcquireTimeout(0))
+			for i := range 3 {
+				require.NoError(t, l.Do(t.Context(), noop), "call %d: within the burst", i)
+			}
+			require.ErrorIs(t, l.Do(t.Context(), noop), limiter.ErrAcquireTimeout)
+			time.Sleep(200 * 365 * 24 * time.Hour) // two centuries of fake time
+			require.ErrorIs(t, l.Do(t.Context(), noop), limiter.ErrAcquireTimeout, "still no token")
+			f := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 0, nil })
+			_, err := f.Wait(t.Context())
+			require.ErrorIs(t, err, limiter.ErrAcquireTimeout)
+			assert.Equal(t, int64(3), atRest(t, l).Rejected)
+		})
+	})
+	t.Run("a burst of ten billion", func(t *testing.T) {
+		l := limiter.New(10, limiter.WithRate(1, 1e10), limiter.WithAcquireTimeout(0))
+		for i := range 1000 {
+			require.NoError(t, l.Do(t.Context(), noop), "call %d: within the burst", i)
+		}
+		assert.Equal(t, int64(1000), atRest(t, l).Completed)
+	})
+	t.Run("a trillion a second", func(t *testing.T) {
+		l := limiter.New(10, limiter.WithRate(1e12, 1), limiter.WithAcquireTimeout(time.Minute))
+		for range 1000 {
+			require.NoError(t, l.Do(t.Context(), noop))
+		}
+		atRest(t, l)
+	})
+	t.Run("a second of waiting, at a tiny rate, is rejected at once", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l := limiter.New(10, limiter.WithRate(1e-10, 1), limiter.WithAcquireTimeout(time.Second))
+			require.NoError(t, l.Do(t.Context(), noop))
+			start := time.Now()
+			require.ErrorIs(t, l.Do(t.Context(), noop), limiter.ErrAcquireTimeout)
+			assert.Zero(t, time.Since(start), "the token would come in centuries: rejected at once")
+			atRest(t, l)
+		})
+	})
 }

@@ -160,14 +160,14 @@ func (f *Future[T]) runTask(foreign bool) (next runner) {
 		e := f.endQueuedLocked(refuse, o)
 		f.mu.Unlock()
 		if l.rate != nil {
-			l.rate.Refund()
+			l.rate.Return(f.w.Mark())
 		}
 		next = l.releaseAndTake()
 		f.publish(e)
 		return next
 	}
 	if l.cfg.logger != nil {
-		f.wait = time.Since(l.epoch) - f.born
+		f.at.wait = time.Since(l.epoch) - f.at.born
 	}
 	if l.cfg.fleeted() {
 		return f.runFleet() // unlocks f.mu
@@ -305,7 +305,7 @@ func (f *Future[T]) exit(tctx context.Context, v T, err error, pe *PanicError, h
 		leave() // the fleet's permit, once fn has returned
 	}
 	if how == refused && l.rate != nil {
-		l.rate.Refund() // fn never started: its local token goes back
+		l.rate.Return(f.w.Mark()) // fn never started: its local token goes back
 	}
 	if l.cfg.taskTimeout > 0 || f.ctx.Done() != nil {
 		// Stop the timer, or leave the parent's list of children. A tctx with neither is
@@ -429,7 +429,7 @@ func (f *Future[T]) began() time.Time {
 	if !f.l.stamp {
 		return time.Time{}
 	}
-	return f.l.epoch.Add(f.born)
+	return f.l.epoch.Add(f.at.born)
 }
 
 // times returns when the call began and when its task started (zero times without a logger).
@@ -438,7 +438,7 @@ func (f *Future[T]) times() (t0, t1 time.Time) {
 		return
 	}
 	t0 = f.began()
-	return t0, t0.Add(f.wait)
+	return t0, t0.Add(f.at.wait)
 }
 
 func (f *Future[T]) recordTimeout() {

@@ -79,6 +79,7 @@ type Waiter struct {
 	fn         func(error)   // callback waiters: called once when signalled (not when taken)
 	timer      *time.Timer   // blocking waiters with a timeout; reused with the node
 	since      time.Duration // when it was queued, after Sema.epoch, if the semaphore stamps its waiters; guarded by Sema.mu
+	mark       int64         // with a gate: the mark of the pass it was granted with (see Gate)
 	queued     bool          // on the queue; guarded by Sema.mu
 	taken      bool          // served by ReleaseAndTake: the taker runs owner; set before signalling
 	// The fields are ordered so that the node packs into 96 bytes: a Submitted task embeds it,
@@ -90,14 +91,18 @@ type Waiter struct {
 // queue's head waits for both: the requests behind it wait too, so one FIFO order holds for
 // permits and passes alike. A request that waits for the gate costs no goroutine: a timer wakes
 // the queue when the gate will open.
+//
+// Each pass has a mark, which the request that got it carries (see [Sema.TryAcquireMark],
+// [Sema.AcquireMark], [Waiter.Mark]): a pass that goes unused goes back by its mark, as far as no
+// later pass depends on it.
 type Gate interface {
-	// Pass lets one request through now and returns 0, or returns how long until one could pass
-	// (> 0), taking nothing. It is called with or without the semaphore's lock held and must not
-	// call back into the semaphore.
-	Pass() time.Duration
-	// Refund gives back a pass taken for a request that did not use it: a grant that a cancelled
-	// wait handed back, or one its caller refused to use.
-	Refund()
+	// Pass lets one request through now and returns 0 and the pass's mark, or returns how long
+	// until one could pass (> 0), taking nothing. It is called with or without the semaphore's
+	// lock held and must not call back into the semaphore.
+	Pass() (wait time.Duration, mark int64)
+	// Return gives back the pass with this mark, taken for a request that did not use it: a
+	// grant that a cancelled wait handed back, or one its caller refused to use.
+	Return(mark int64)
 }
 
 // Sema is a weighted semaphore with a strict FIFO queue. The zero value is not usable; call [New]
@@ -231,22 +236,27 @@ func (s *Sema) take(n int64) bool {
 	}
 }
 
-// admit is take and, with a gate, a pass: the fast path of every acquire. A pass refused gives
-// the permits back — under s.mu (locked) plainly, since the caller serves the queue next; else as
-// a release, which serves anyone who queued meanwhile.
-func (s *Sema) admit(n int64, locked bool) bool {
+// admit is take and, with a gate, a pass: the fast path of every acquire. It returns the pass's
+// mark (0 without a gate). A pass refused gives the permits back — under s.mu (locked) plainly,
+// since the caller serves the queue next; else as a release, which serves anyone who queued
+// meanwhile.
+func (s *Sema) admit(n int64, locked bool) (ok bool, mark int64) {
 	if !s.take(n) {
-		return false
+		return false, 0
 	}
-	if s.gate == nil || s.gate.Pass() == 0 {
-		return true
+	if s.gate == nil {
+		return true, 0
+	}
+	wait, mark := s.gate.Pass()
+	if wait == 0 {
+		return true, mark
 	}
 	if locked {
 		s.state.Add(n)
 	} else {
 		s.release(n, false)
 	}
-	return false
+	return false, 0
 }
 
 func (s *Sema) invalid(n int64) error { return &WeightError{N: n, Capacity: s.capacity.Load()} }
@@ -262,29 +272,37 @@ func (s *Sema) Acquire(ctx context.Context, n int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.admit(n, false) {
+	if ok, _ := s.admit(n, false); ok {
 		return nil
 	}
-	_, err := s.acquireSlow(ctx, n, nil, false, 0)
+	_, _, err := s.acquireSlow(ctx, n, nil, false, 0)
 	return err
 }
 
 // AcquireTimeout is Acquire that gives up with ErrTimeout after d. With d <= 0 it never waits.
 func (s *Sema) AcquireTimeout(ctx context.Context, n int64, d time.Duration) error {
+	_, err := s.AcquireMark(ctx, n, true, d)
+	return err
+}
+
+// AcquireMark is Acquire (timed false) or AcquireTimeout (timed true) that also returns the mark
+// of the gate's pass the permits came with (0 without a gate), so that a caller that will not
+// use them can give the pass back.
+func (s *Sema) AcquireMark(ctx context.Context, n int64, timed bool, d time.Duration) (mark int64, err error) {
 	if n <= 0 || n > s.capacity.Load() {
-		return s.acquireOdd(ctx, n)
+		return 0, s.acquireOdd(ctx, n)
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
-	if s.admit(n, false) {
-		return nil
+	if ok, mark := s.admit(n, false); ok {
+		return mark, nil
 	}
-	if d <= 0 {
-		return ErrTimeout
+	if timed && d <= 0 {
+		return 0, ErrTimeout
 	}
-	_, err := s.acquireSlow(ctx, n, nil, true, d)
-	return err
+	_, mark, err = s.acquireSlow(ctx, n, nil, timed, d)
+	return mark, err
 }
 
 // AcquireFor is Acquire for a request that holds a place for owner, the task it wants to run. If
@@ -299,10 +317,11 @@ func (s *Sema) AcquireFor(ctx context.Context, n int64, owner any) (taken bool, 
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if s.admit(n, false) {
+	if ok, _ := s.admit(n, false); ok {
 		return false, nil
 	}
-	return s.acquireSlow(ctx, n, owner, false, 0)
+	taken, _, err = s.acquireSlow(ctx, n, owner, false, 0)
+	return taken, err
 }
 
 // acquireOdd answers an acquire of n <= 0 or above the capacity, in the contract's order:
@@ -316,16 +335,25 @@ func (s *Sema) acquireOdd(ctx context.Context, n int64) error {
 
 // TryAcquire takes n permits if it can without waiting.
 func (s *Sema) TryAcquire(n int64) bool {
-	if n < 0 || n > s.capacity.Load() {
-		return false
-	}
-	return n == 0 || s.admit(n, false)
+	ok, _ := s.TryAcquireMark(n)
+	return ok
 }
 
-func (s *Sema) acquireSlow(ctx context.Context, n int64, owner any, timed bool, d time.Duration) (taken bool, err error) {
-	w, settled := s.queue(n, nil, owner, nil)
+// TryAcquireMark is TryAcquire that also returns the mark of the gate's pass (see AcquireMark).
+func (s *Sema) TryAcquireMark(n int64) (ok bool, mark int64) {
+	if n < 0 || n > s.capacity.Load() {
+		return false, 0
+	}
+	if n == 0 {
+		return true, 0
+	}
+	return s.admit(n, false)
+}
+
+func (s *Sema) acquireSlow(ctx context.Context, n int64, owner any, timed bool, d time.Duration) (taken bool, mark int64, err error) {
+	w, mark, settled := s.queue(n, nil, owner, nil)
 	if w == nil {
-		return false, settled
+		return false, mark, settled
 	}
 
 	var expired <-chan time.Time
@@ -362,9 +390,9 @@ func (s *Sema) acquireSlow(ctx context.Context, n int64, owner any, timed bool, 
 	if timed {
 		w.timer.Stop()
 	}
-	taken = w.taken
+	taken, mark = w.taken, w.mark
 	s.recycle(w)
-	return taken, err
+	return taken, mark, err
 }
 
 // abandon takes w off the queue after its wait ended with cause. If w had been served already,
@@ -382,7 +410,7 @@ func (s *Sema) abandon(w *Waiter, cause error) error {
 		// The pass goes back before the permits: the waiter that the release serves asks the
 		// gate, and must find it (else it would wait for the gate's timer with a pass free).
 		if s.gate != nil {
-			s.gate.Refund()
+			s.gate.Return(w.mark)
 		}
 		s.Release(w.n)
 	}
@@ -406,12 +434,32 @@ func (s *Sema) AcquireFuncFor(w *Waiter, n int64, owner any, fn func(error)) (ac
 	if n < 0 || n > s.capacity.Load() {
 		return false, s.invalid(n)
 	}
-	if n == 0 || s.admit(n, false) {
+	if n == 0 {
 		return true, nil
 	}
-	queued, err := s.queue(n, w, owner, fn)
-	return queued == nil && err == nil, err
+	if ok, mark := s.admit(n, false); ok {
+		w.mark = mark
+		return true, nil
+	}
+	queued, mark, err := s.queue(n, w, owner, fn)
+	if queued == nil && err == nil {
+		w.mark = mark
+		return true, nil
+	}
+	return false, err
 }
+
+// TryAcquireFor is TryAcquire for the owner of w, a callback waiter not yet queued: the mark of
+// the gate's pass is kept in w, as for a grant through the queue.
+func (s *Sema) TryAcquireFor(w *Waiter, n int64) bool {
+	ok, mark := s.TryAcquireMark(n)
+	w.mark = mark
+	return ok
+}
+
+// Mark returns the mark of the gate's pass w was granted with (see [Gate]): once AcquireFunc
+// reported it acquired, or its fn was called with nil.
+func (w *Waiter) Mark() int64 { return w.mark }
 
 // queue is the locked step of an acquire that found no free permits. It checks the weight again,
 // now that the capacity cannot move; the fast path may only have lost a race, so it tries again
@@ -420,21 +468,23 @@ func (s *Sema) AcquireFuncFor(w *Waiter, n int64, owner any, fn func(error)) (ac
 // when the request was settled here: taken (err == nil) or refused. A request served while being
 // appended — a Release slipped in before the queue's offset was in place — is settled here too,
 // and its fn is not called.
-func (s *Sema) queue(n int64, w *Waiter, owner any, fn func(error)) (*Waiter, error) {
+func (s *Sema) queue(n int64, w *Waiter, owner any, fn func(error)) (_ *Waiter, mark int64, _ error) {
 	s.mu.Lock()
 	if n > s.capacity.Load() {
 		// A shrink landed after the caller's first check: the request can never be served.
 		s.mu.Unlock()
-		return nil, s.invalid(n)
+		return nil, 0, s.invalid(n)
 	}
-	if (s.head == nil || !s.fair) && s.admit(n, true) {
-		s.mu.Unlock()
-		return nil, nil
+	if s.head == nil || !s.fair {
+		if ok, mark := s.admit(n, true); ok {
+			s.mu.Unlock()
+			return nil, mark, nil
+		}
 	}
 	if s.closed != nil {
 		err := s.closed
 		s.mu.Unlock()
-		return nil, err
+		return nil, 0, err
 	}
 	if w == nil {
 		w = s.node()
@@ -446,18 +496,18 @@ func (s *Sema) queue(n int64, w *Waiter, owner any, fn func(error)) (*Waiter, er
 	if w.queued {
 		s.mu.Unlock()
 		signal(woken, false)
-		return w, nil
+		return w, 0, nil
 	}
 	// w is the tail, so it was served last and heads the list.
 	woken = woken.next
 	w.next = nil
-	err := w.err
+	err, mark := w.err, w.mark
 	if w.fn == nil {
 		s.pushFree(w) // ours to give back: nobody else has seen it
 	}
 	s.mu.Unlock()
 	signal(woken, false)
-	return nil, err
+	return nil, mark, err
 }
 
 // Cancel takes a queued waiter off the queue. It reports true if it did, in which case its fn
@@ -705,7 +755,8 @@ func (s *Sema) grantInto(woken *Waiter) *Waiter {
 			}
 		}
 		if s.gate != nil {
-			if d := s.gate.Pass(); d > 0 {
+			d, mark := s.gate.Pass()
+			if d > 0 {
 				// The permits are there, the pass is not: the head waits for the gate, and the
 				// timer serves the queue when it opens.
 				s.state.Add(w.n)
@@ -713,6 +764,7 @@ func (s *Sema) grantInto(woken *Waiter) *Waiter {
 				s.armGate(d)
 				return woken
 			}
+			w.mark = mark
 		}
 		s.remove(w)
 		w.next, woken = woken, w
@@ -798,7 +850,7 @@ func (s *Sema) pushFree(w *Waiter) {
 	if s.nfree == maxFree {
 		return // left to the garbage collector
 	}
-	w.err, w.owner, w.taken = nil, nil, false
+	w.err, w.owner, w.taken, w.mark = nil, nil, false, 0
 	w.next, s.free = s.free, w
 	s.nfree++
 }
@@ -808,7 +860,7 @@ func (s *Sema) pushFree(w *Waiter) {
 // 1, BenchmarkContended: 218 ns through the lock, 184 ns through the slot); else onto the free
 // list. A waiter in the slot or on the list is reachable from nowhere else.
 func (s *Sema) recycle(w *Waiter) {
-	w.err, w.owner, w.taken = nil, nil, false
+	w.err, w.owner, w.taken, w.mark = nil, nil, false, 0
 	if s.spare.CompareAndSwap(nil, w) {
 		return
 	}
