@@ -125,10 +125,13 @@ func New(b Backend, name string, capacity int64, opts ...Option) *Semaphore {
 	return s
 }
 
-// inspectInfo is what a dump reads of the Semaphore. A method expression, so that the registry
-// holds nothing that keeps s alive.
+// inspectInfo is what a dump reads of the Semaphore: its stats and how it was made. A method
+// expression, so that the registry holds nothing that keeps s alive.
 func (s *Semaphore) inspectInfo() registry.LimiterInfo {
-	return registry.LimiterInfo{Stats: s.Stats()}
+	return registry.LimiterInfo{Stats: s.Stats(), Config: []registry.Setting{
+		{Name: "lease", Value: s.cfg.ttl.String()},
+		{Name: "whenUnavailable", Value: s.cfg.mode.String()},
+	}}
 }
 
 func checkName(op, name string) {

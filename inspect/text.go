@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
 )
 
 // WriteText writes the dump as text: one line per scope, with its running subtasks and its child
@@ -37,6 +38,9 @@ func (d *Dump) WriteText(w io.Writer) error {
 	}
 	for _, l := range d.Limiters {
 		tw.limiter(l)
+	}
+	for _, sem := range d.Semaphores {
+		tw.semaphore(sem)
 	}
 	if tw.err != nil {
 		return tw.err
@@ -147,4 +151,65 @@ func (tw *textWriter) limiter(l *Limiter) {
 	}
 	tw.line(0, "limiter %s limit %d  in flight %d  %s  overrunning %d",
 		quote(l.Name), get("limit"), get("inFlight"), waiting, get("overrunning"))
+	if conf := configText(l.Config, get("rateWaiting")); conf != "" {
+		tw.line(1, "%s", conf)
+	}
+}
+
+func (tw *textWriter) semaphore(sem *Semaphore) {
+	get := sem.Stats.value
+	line := fmt.Sprintf("semaphore %s capacity %d  held %d  waiting %d", quote(sem.Name), get("capacity"), get("held"), get("waiting"))
+	if conf := configText(sem.Config, 0); conf != "" {
+		line += "  " + conf
+	}
+	if !sem.PausedUntil.IsZero() {
+		line += fmt.Sprintf("  paused: admits again in %s", age(sem.PausedUntil.Sub(tw.d.Time)))
+	}
+	tw.line(0, "%s", line)
+}
+
+// settingWords are the words the text and the page use for the settings a limiter or semaphore
+// reports; a setting not named here is shown by its name.
+var settingWords = map[string]string{
+	"rate": "rate", "burst": "burst", "acquireTimeout": "acquire timeout", "taskTimeout": "task timeout",
+	"maxWaiting": "max waiting", "fleet": "fleet", "fleetCapacity": "fleet capacity", "fleetRate": "fleet rate",
+	"adaptive": "adaptive", "lease": "lease", "whenUnavailable": "when unavailable",
+}
+
+func settingWord(name string) string {
+	if w, ok := settingWords[name]; ok {
+		return w
+	}
+	return name
+}
+
+// configText is a limiter's settings on one line: "rate 10/s, burst 20 (3 held back by the rate)
+// acquire timeout 30s  fleet "llm-api" …", values escaped as sites are. rateWaiting is how many
+// calls the rate holds back (rate only).
+func configText(c Config, rateWaiting int64) string {
+	var parts []string
+	for _, st := range c {
+		v := valueText(st.Value)
+		switch st.Name {
+		case "burst":
+			continue // with the rate
+		case "rate":
+			v += ", burst " + valueText(func() string { b, _ := c.Get("burst"); return b }())
+			v += fmt.Sprintf(" (%d held back by the rate)", rateWaiting)
+		case "fleet":
+			v = quote(st.Value)
+		}
+		parts = append(parts, settingWord(st.Name)+" "+v)
+	}
+	return strings.Join(parts, "  ")
+}
+
+// valueText is a setting's value for the text: bare when plain, quoted when not (as sites).
+func valueText(v string) string {
+	for _, r := range v {
+		if !unicode.IsPrint(r) || r == '"' || r == '\\' {
+			return quote(v)
+		}
+	}
+	return v
 }

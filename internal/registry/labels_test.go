@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -168,7 +167,6 @@ func TestReusedGoroutineNeverKeepsThePreviousTasksLabels(t *testing.T) {
 	}
 }
 
-func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
 
 // Regression (issue 21): the label value carried the scope's id, so a profile of a busy service
 // had one value per request (50 in one profile), which no tag filter can use. Label values are
