@@ -80,9 +80,10 @@ type Counts struct {
 
 // A Subtask is a running subtask in a [Dump].
 type Subtask struct {
-	Seq     int64     `json:"seq"`     // fork order in the scope, from 1
-	Site    string    `json:"site"`    // file:line of the function passed to Fork or Go
-	Started time.Time `json:"started"` // when its goroutine started
+	Seq     int64     `json:"seq"`            // fork order in the scope, from 1
+	Name    string    `json:"name,omitempty"` // given with scope.ForkNamed or GoNamed
+	Site    string    `json:"site"`           // file:line of the function passed to Fork or Go
+	Started time.Time `json:"started"`        // when its goroutine started
 }
 
 // A Limiter is a named limiter in a [Dump].
@@ -352,7 +353,7 @@ func scopeOf(r registry.ScopeRecord, now time.Time) *Scope {
 		s.State = StateJoining
 	}
 	for i, t := range r.Tasks {
-		s.Running[i] = Subtask{Seq: t.Seq, Site: t.Site, Started: now.Add(-t.Age)}
+		s.Running[i] = Subtask{Seq: t.Seq, Name: t.Name, Site: t.Site, Started: now.Add(-t.Age)}
 	}
 	return s
 }

@@ -100,7 +100,7 @@ func (tw *textWriter) scope(depth int, s *Scope) {
 	}
 	tw.line(depth, "%s", b.String())
 	for _, t := range s.Running {
-		tw.line(depth+1, "#%d running %s  %s", t.Seq, age(tw.d.Time.Sub(t.Started)), siteText(t.Site))
+		tw.line(depth+1, "#%d %srunning %s  %s", t.Seq, nameText(t.Name), age(tw.d.Time.Sub(t.Started)), siteText(t.Site))
 	}
 	if depth+1 >= maxDepth {
 		if n := descendants(s); n > 0 {
@@ -154,6 +154,14 @@ func (tw *textWriter) limiter(l *Limiter) {
 	if conf := configText(l.Config, get("rateWaiting")); conf != "" {
 		tw.line(1, "%s", conf)
 	}
+}
+
+// nameText is a name and a space, quoted, or "" for no name.
+func nameText(name string) string {
+	if name == "" {
+		return ""
+	}
+	return quote(name) + " "
 }
 
 func (tw *textWriter) semaphore(sem *Semaphore) {

@@ -481,3 +481,27 @@ func ExampleStream_pipeline() {
 	// 6 <nil>
 	// 8 <nil>
 }
+
+// ForkNamed names a subtask for package inspect's dumps, where the calls of a fan-out forked
+// from one line would otherwise look alike; the subtask is a Fork in every other way.
+func ExampleForkNamed() {
+	s := scope.Open(context.Background(), scope.WithName("profile"))
+	defer s.Close()
+	user := scope.ForkNamed(s, "user", func(context.Context) (string, error) { return "ada", nil })
+	orders := scope.ForkNamed(s, "orders", func(context.Context) (int, error) { return 3, nil })
+	if err := s.Join(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(user.Get(), orders.Get())
+	// Output: ada 3
+}
+
+// GoNamed is Go with a name, as ForkNamed is Fork.
+func ExampleScope_GoNamed() {
+	s := scope.Open(context.Background())
+	defer s.Close()
+	s.GoNamed("warm-cache", func(context.Context) error { return nil })
+	fmt.Println(s.Join())
+	// Output: <nil>
+}

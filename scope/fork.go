@@ -33,6 +33,46 @@ func Fork[T any](s *Scope, fn func(ctx context.Context) (T, error)) *Subtask[T] 
 	return st
 }
 
+// ForkNamed is [Fork] with a name for the subtask, which package inspect's dumps and page show
+// beside its fork order and site: "user", "orders", "avatar" tell the calls of a fan-out apart
+// where their sites are one line of a loop. Names are for people: keep them few and constant (they
+// are kept once each for the process, like the program's code; past 65,535 distinct names a fork's
+// name is not shown). A scope that is not recorded ignores the name, at no cost.
+func ForkNamed[T any](s *Scope, name string, fn func(ctx context.Context) (T, error)) *Subtask[T] {
+	s.mustBeOpen()
+	if fn == nil {
+		panic("scope: ForkNamed: nil function")
+	}
+	l := new(launch[Subtask[T]])
+	st := &l.sub
+	st.fn, st.s = fn, s
+	if s.ins.Recorded() {
+		st.rec.Name(name)
+	}
+	if s.admit(st) {
+		l.goStart(st)
+	}
+	return st
+}
+
+// GoNamed is [Scope.Go] with a name for the subtask, as [ForkNamed] is Fork.
+func (s *Scope) GoNamed(name string, fn func(ctx context.Context) error) *Subtask[struct{}] {
+	s.mustBeOpen()
+	if fn == nil {
+		panic("scope: GoNamed: nil function")
+	}
+	l := new(launch[goTask])
+	gt := &l.sub
+	gt.fn, gt.s = fn, s
+	if s.ins.Recorded() {
+		gt.rec.Name(name)
+	}
+	if s.admit(gt) {
+		l.goStart(gt)
+	}
+	return &gt.Subtask
+}
+
 // Go is [Fork] for a function that returns only an error, shaped like errgroup's Go to ease
 // migration: `g.Go(func() error {...})` becomes `s.Go(func(ctx context.Context) error {...})`.
 // The subtask's value is struct{}.

@@ -36,12 +36,13 @@ type ScopeRecord struct {
 // A TaskRecord is a running subtask.
 type TaskRecord struct {
 	Seq  int64         // fork order in the scope, from 1
+	Name string        // the name it was forked with, or ""
 	Site string        // file:line of the function passed to Fork or Go
 	Age  time.Duration // since its goroutine started
 }
 
 type taskCopy struct {
-	seq     int64
+	seq     uint64 // with the name: see Task
 	pc      uintptr
 	started int64
 }
@@ -78,7 +79,7 @@ func CollectScopes() []ScopeRecord {
 		}
 		r.Tasks = make([]TaskRecord, len(buf))
 		for i, c := range buf {
-			r.Tasks[i] = TaskRecord{Seq: c.seq, Site: fnSite(c.pc), Age: max(r.Age-time.Duration(c.started), 0)}
+			r.Tasks[i] = TaskRecord{Seq: int64(c.seq & seqMask), Name: forkName(c.seq), Site: fnSite(c.pc), Age: max(r.Age-time.Duration(c.started), 0)}
 		}
 		slices.SortFunc(r.Tasks, func(a, b TaskRecord) int { return cmp.Compare(a.Seq, b.Seq) })
 		out = append(out, r)
@@ -125,7 +126,7 @@ func (h *hot) read(r *ScopeRecord, buf []taskCopy, opened int64) []taskCopy {
 				if started < 0 {
 					started = at - opened
 				}
-				buf = append(buf, taskCopy{int64(seq), pc, started})
+				buf = append(buf, taskCopy{seq, pc, started})
 			}
 		}
 		w := h.forks.Load()

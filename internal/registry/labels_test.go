@@ -167,7 +167,6 @@ func TestReusedGoroutineNeverKeepsThePreviousTasksLabels(t *testing.T) {
 	}
 }
 
-
 // Regression (issue 21): the label value carried the scope's id, so a profile of a busy service
 // had one value per request (50 in one profile), which no tag filter can use. Label values are
 // names: fifty scopes of one name give one value.

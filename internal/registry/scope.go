@@ -6,6 +6,7 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -197,8 +198,8 @@ func (tab *table) init(slots []slot) {
 // A slot holds a running subtask, and counts the subtasks that succeeded in it: a success, the
 // common completion, writes one cache line, the one its start wrote, not one all share.
 //
-// seq is the subtask's fork order, stored by a CAS from 0 (the claim: seqs start at 1 and are
-// unique in the scope, so a slot never holds the same one twice); started (plus one, so that zero
+// seq is the subtask's fork order (and name, see Task), stored by a CAS from 0 (the claim: seqs
+// start at 1 and are unique in the scope, so a slot never holds the same one twice); started (plus one, so that zero
 // means "not stored yet") and pc are stored after the claim. The subtask leaving stores them back
 // to zero, then seq, so a new subtask claims the slot only once the old one's are gone: a dump that
 // reads seq, then started and pc, then seq again, and finds seq unchanged, has read those of that
@@ -222,7 +223,67 @@ const (
 // else a dump shows of a running subtask is in its slot (see slot), and where that slot is, the
 // Running its goroutine keeps. A Task records one fork at a time: reuse it only once Done has
 // returned.
-type Task struct{ seq uint64 }
+type Task struct {
+	// seq is the fork order in its low bits (seqBits of them) and the fork's name, if it has
+	// one, above: see Task.Name. A slot holds the same word.
+	seq uint64
+}
+
+const (
+	seqBits = 48
+	seqMask = 1<<seqBits - 1
+)
+
+// Name names the fork of t, for a dump: call it before Fork (the name is kept through it). Names
+// come from the program's code, so there are few: each is numbered once for the process, and the
+// number lives in the Task's spare bits; past 65,535 distinct names a fork's name is dropped.
+func (t *Task) Name(name string) {
+	t.seq = t.seq&seqMask | uint64(nameNumber(name))<<seqBits
+}
+
+// names numbers the fork names the process has used, from 1.
+var names struct {
+	sync.Mutex
+	byName map[string]uint16
+	list   atomic.Pointer[[]string] // by number - 1; replaced, never changed, so a dump reads it without the lock
+}
+
+// nameNumber returns name's number, numbering it if it is new; 0 for "" and once every number
+// has been given.
+func nameNumber(name string) uint16 {
+	if name == "" {
+		return 0
+	}
+	names.Lock()
+	defer names.Unlock()
+	if n, ok := names.byName[name]; ok {
+		return n
+	}
+	var list []string
+	if p := names.list.Load(); p != nil {
+		list = *p
+	}
+	if len(list) >= 1<<16-1 {
+		return 0
+	}
+	if names.byName == nil {
+		names.byName = make(map[string]uint16)
+	}
+	list = append(list[:len(list):len(list)], name)
+	names.list.Store(&list)
+	n := uint16(len(list))
+	names.byName[name] = n
+	return n
+}
+
+// forkName returns the name of a fork whose Task word is seq, or "".
+func forkName(seq uint64) string {
+	n := seq >> seqBits
+	if n == 0 {
+		return ""
+	}
+	return (*names.list.Load())[n-1]
+}
 
 // A Running is a started subtask's hold on its slot and its trace region, from Enter to Done. The
 // goroutine that runs the subtask keeps it in a local variable, so a subtask is no larger for it.
@@ -330,7 +391,7 @@ func (e *Scope) ForkBlocked(t *Task) {
 func (e *Scope) fork(t *Task, delta uint64) {
 	seq := e.hotPart().forks.Add(delta) & forkMask
 	if t != nil {
-		t.seq = seq
+		t.seq = t.seq&^seqMask | seq // the name stays
 	}
 }
 
@@ -351,7 +412,7 @@ func (e *Scope) ForkAt(t *Task, seq int64) {
 	}
 	e.hotPart().forks.Add(1)
 	if t != nil {
-		t.seq = uint64(seq)
+		t.seq = uint64(seq) // a call of Map has no name: one a worker reused loses its last
 	}
 }
 
@@ -398,7 +459,7 @@ func (e *Scope) Enter(t *Task, fn any) Running {
 func (h *hot) publish(seq uint64) *slot {
 	for tab := h.tab.Load(); ; tab = h.grow(tab) {
 		for k := range uintptr(probes) {
-			if sl := &tab.slots[tab.index(uintptr(seq)+k)]; sl.seq.Load() == 0 && sl.seq.CompareAndSwap(0, seq) {
+			if sl := &tab.slots[tab.index(uintptr(seq&seqMask)+k)]; sl.seq.Load() == 0 && sl.seq.CompareAndSwap(0, seq) {
 				return sl
 			}
 		}
