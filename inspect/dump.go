@@ -31,6 +31,10 @@ type Dump struct {
 	Limiters []*Limiter `json:"limiters"` // the named limiters, in the order they were made
 	// Semaphores are the fleet semaphores (package fleet), in the order they were made.
 	Semaphores []*Semaphore `json:"semaphores"`
+	// Groups are Scopes grouped: identical scopes once, with a count (see [Group]), as the text
+	// and the page show them. Snapshot fills it; a Dump made otherwise may leave it nil, and
+	// WriteText and the page group its Scopes themselves.
+	Groups []*Group `json:"groups"`
 }
 
 // A Scope is an open scope in a [Dump].
@@ -289,6 +293,7 @@ func Snapshot() *Dump {
 			d.Scopes = append(d.Scopes, s) // a root, or a child whose parent has left
 		}
 	}
+	d.Groups = group(d.Scopes, 0)
 	for _, l := range lims {
 		d.Limiters = append(d.Limiters, &Limiter{Name: l.Name, Stats: statsOf(l), OldestWaiting: l.OldestWaiting.Seconds(), Config: configOf(l)})
 	}

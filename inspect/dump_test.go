@@ -53,7 +53,7 @@ func TestDumpJSONShape(t *testing.T) {
 	require.NoError(t, err)
 	var top map[string]any
 	require.NoError(t, json.Unmarshal(raw, &top))
-	assert.Equal(t, []string{"features", "formatVersion", "goVersion", "limiters", "processId", "scopes", "semaphores", "time"}, keys(top))
+	assert.Equal(t, []string{"features", "formatVersion", "goVersion", "groups", "limiters", "processId", "scopes", "semaphores", "time"}, keys(top))
 	assert.Equal(t, float64(1), top["formatVersion"])
 	assert.Equal(t, float64(os.Getpid()), top["processId"])
 	assert.Equal(t, runtime.Version(), top["goVersion"])

@@ -5,18 +5,29 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 	"unicode"
 )
 
 // WriteText writes the dump as text: one line per scope, with its running subtasks and its child
-// scopes indented under it, then one line per limiter:
+// scopes indented under it, then one line per limiter (and one with its settings) and per fleet
+// semaphore:
 //
 //	scope #42 "profile" FailFast running 1.2s deadline in 0.8s  api/profile.go:31  2 running, 1 succeeded
-//	  #2 running 1.2s  api/profile.go:35
+//	  #2 "user" running 1.2s  api/profile.go:35
 //	  #3 running 1.1s  api/profile.go:38
 //	  scope #43 "avatar" AwaitAll running 1.1s  api/avatar.go:12  1 running
 //	    #1 running 1.1s  api/avatar.go:14
 //	limiter "llm-api" limit 40  in flight 40  waiting 113 (oldest 9.8s)  overrunning 2
+//	  rate 10/s, burst 20 (113 held back by the rate)  acquire timeout 30s
+//	semaphore "llm-api" capacity 40  held 40  waiting 3  lease 15s  when unavailable FailClosed
+//
+// Identical scopes — same name, site, policy, state and limit, running subtasks at the same
+// sites (see [Group]) — are one line with a count and the range of their ages, and their
+// subtasks one line per site with a count, as pprof's goroutine?debug=1 shows a stack once:
+//
+//	40 × scope "profile" FailFast running 0.2s–1.2s  api/profile.go:31  80 running, 40 succeeded  #42 … #97
+//	  40 × #2 "user" running 0.1s–1.2s  api/profile.go:35
 //
 // Ages are as of the dump's Time; sites are shortened to their last directory and file. A
 // cancelled scope's line ends with its cause (its first line). Every string that comes from the
@@ -33,8 +44,8 @@ func (d *Dump) WriteText(w io.Writer) error {
 			tw.line(0, "scopes not recorded: inspect.Scopes is off (LOOM_INSPECT=scopes turns it on at start-up)")
 		}
 	}
-	for _, s := range d.Scopes {
-		tw.scope(0, s)
+	for _, g := range group(d.Scopes, 0) {
+		tw.group(0, g)
 	}
 	for _, l := range d.Limiters {
 		tw.limiter(l)
@@ -70,31 +81,35 @@ func (tw *textWriter) line(depth int, format string, args ...any) {
 	_, tw.err = fmt.Fprintf(tw.w, strings.Repeat("  ", depth)+format+"\n", args...)
 }
 
+// group writes a group of identical scopes: the scope itself when it is alone, else one line for
+// all with a count and the range of their ages; then their subtasks, then their children's groups.
+func (tw *textWriter) group(depth int, g *Group) {
+	if g.Count == 1 {
+		tw.scope(depth, g.first)
+	} else {
+		tw.groupLine(depth, g)
+	}
+	if g.hidden > 0 {
+		tw.line(depth+1, "… %d more nested scopes, not shown", g.hidden)
+	}
+	for _, c := range g.Children {
+		tw.group(depth+1, c)
+	}
+}
+
+// scope writes one scope's line and its running subtasks.
 func (tw *textWriter) scope(depth int, s *Scope) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "scope #%d ", s.ID)
 	if s.Name != "" {
 		fmt.Fprintf(&b, "%s ", quote(s.Name))
 	}
-	state := s.State
-	if s.State == StateCancelled && s.Joining {
-		state += ", joining"
-	}
-	fmt.Fprintf(&b, "%s %s %s", s.Policy, state, age(tw.d.Time.Sub(s.Opened)))
+	fmt.Fprintf(&b, "%s %s %s", s.Policy, stateText(s.State, s.Joining), age(tw.d.Time.Sub(s.Opened)))
 	if !s.Deadline.IsZero() {
-		if left := s.Deadline.Sub(tw.d.Time); left >= 0 {
-			fmt.Fprintf(&b, " deadline in %s", age(left))
-		} else {
-			fmt.Fprintf(&b, " deadline %s ago", age(-left))
-		}
+		b.WriteString(" " + deadlineText(s.Deadline.Sub(tw.d.Time)))
 	}
 	fmt.Fprintf(&b, "  %s  %s", siteText(s.Site), counts(s.Counts))
-	if s.Limit > 0 {
-		fmt.Fprintf(&b, "  limit %d", s.Limit)
-		if s.BlockedForks > 0 {
-			fmt.Fprintf(&b, ", %d blocked forks", s.BlockedForks)
-		}
-	}
+	limitText(&b, s.Limit, s.BlockedForks)
 	if s.State == StateCancelled && s.Cause != "" {
 		fmt.Fprintf(&b, "  cause: %s", quote(firstLine(s.Cause, 200)))
 	}
@@ -102,14 +117,72 @@ func (tw *textWriter) scope(depth int, s *Scope) {
 	for _, t := range s.Running {
 		tw.line(depth+1, "#%d %srunning %s  %s", t.Seq, nameText(t.Name), age(tw.d.Time.Sub(t.Started)), siteText(t.Site))
 	}
-	if depth+1 >= maxDepth {
-		if n := descendants(s); n > 0 {
-			tw.line(depth+1, "… %d more nested scopes, not shown", n)
-		}
-		return
+}
+
+// groupLine writes the line of a group of scopes and a line for each site of their running
+// subtasks, each with a count:
+//
+//	40 × scope "profile" FailFast running 0.2s–1.2s  api/profile.go:31  80 running, 40 succeeded  #42 … #97
+//	  40 × #2 "user" running 0.1s–1.2s  api/profile.go:35
+func (tw *textWriter) groupLine(depth int, g *Group) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d × scope ", g.Count)
+	if g.Name != "" {
+		fmt.Fprintf(&b, "%s ", quote(g.Name))
 	}
-	for _, c := range s.Children {
-		tw.scope(depth+1, c)
+	fmt.Fprintf(&b, "%s %s %s", g.Policy, stateText(g.State, g.Joining), tw.ages(g.Newest, g.Oldest))
+	if !g.Deadline.IsZero() {
+		b.WriteString(" earliest " + deadlineText(g.Deadline.Sub(tw.d.Time)))
+	}
+	fmt.Fprintf(&b, "  %s  %s", siteText(g.Site), counts(g.Counts))
+	limitText(&b, g.Limit, g.BlockedForks)
+	fmt.Fprintf(&b, "  #%d … #%d", g.IDs[0], g.IDs[len(g.IDs)-1])
+	if g.State == StateCancelled && g.Cause != "" {
+		fmt.Fprintf(&b, "  cause: %s", quote(firstLine(g.Cause, 200)))
+		if g.Causes > 1 {
+			fmt.Fprintf(&b, " (and %d other causes)", g.Causes-1)
+		}
+	}
+	tw.line(depth, "%s", b.String())
+	for _, t := range g.Running {
+		seq := "#" + itoa(t.Seq)
+		if t.SeqTo != t.Seq {
+			seq += "–#" + itoa(t.SeqTo)
+		}
+		tw.line(depth+1, "%d × %s %srunning %s  %s", t.Count, seq, nameText(t.Name), tw.ages(t.Newest, t.Oldest), siteText(t.Site))
+	}
+}
+
+// ages is the range of ages of things begun between oldest and newest, "0.2s–1.2s", or one age
+// when the two print alike.
+func (tw *textWriter) ages(newest, oldest time.Time) string {
+	young, old := age(tw.d.Time.Sub(newest)), age(tw.d.Time.Sub(oldest))
+	if young == old {
+		return old
+	}
+	return young + "–" + old
+}
+
+func stateText(state string, joining bool) string {
+	if state == StateCancelled && joining {
+		return state + ", joining"
+	}
+	return state
+}
+
+func deadlineText(left time.Duration) string {
+	if left >= 0 {
+		return "deadline in " + age(left)
+	}
+	return "deadline " + age(-left) + " ago"
+}
+
+func limitText(b *strings.Builder, limit int, blocked int64) {
+	if limit > 0 {
+		fmt.Fprintf(b, "  limit %d", limit)
+		if blocked > 0 {
+			fmt.Fprintf(b, ", %d blocked forks", blocked)
+		}
 	}
 }
 
