@@ -22,22 +22,22 @@ import (
 // with the calls the rate holds back — and the fleet semaphore itself, with its stats.
 func TestDumpShowsLimiterConfigAndSemaphores(t *testing.T) {
 	mem := fleet.NewMemory()
-	sem := fleet.New(mem, "llm-fleet", 40, fleet.WithLease(15*time.Second))
+	sem := fleet.New(mem, "config-fleet", 40, fleet.WithLease(15*time.Second))
 	defer sem.Close()
-	l := limiter.New(4, limiter.WithName("llm-api"), limiter.WithRate(10, 20),
+	l := limiter.New(4, limiter.WithName("config-api"), limiter.WithRate(10, 20),
 		limiter.WithAcquireTimeout(30*time.Second), limiter.WithTaskTimeout(5*time.Minute),
 		limiter.WithMaxWaiting(100), limiter.WithFleet(sem))
 	require.NoError(t, l.Do(t.Context(), func(context.Context) error { return nil }))
 	plain := limiter.New(2, limiter.WithName("plain"))
 
 	d := inspect.Snapshot()
-	lim := limiterNamed(d, "llm-api")
+	lim := limiterNamed(d, "config-api")
 	require.NotNil(t, lim)
 	assert.Equal(t, inspect.Config{
 		{Name: "rate", Value: "10/s"}, {Name: "burst", Value: "20"},
 		{Name: "acquireTimeout", Value: "30s"}, {Name: "taskTimeout", Value: "5m0s"},
 		{Name: "maxWaiting", Value: "100"},
-		{Name: "fleet", Value: "llm-fleet"}, {Name: "fleetCapacity", Value: "40"},
+		{Name: "fleet", Value: "config-fleet"}, {Name: "fleetCapacity", Value: "40"},
 	}, lim.Config)
 	_, ok := lim.Stats.Get("rateWaiting")
 	assert.True(t, ok, "the calls the rate holds back are a stat")
@@ -45,7 +45,7 @@ func TestDumpShowsLimiterConfigAndSemaphores(t *testing.T) {
 
 	var fs *inspect.Semaphore
 	for _, s := range d.Semaphores {
-		if s.Name == "llm-fleet" {
+		if s.Name == "config-fleet" {
 			fs = s
 		}
 	}
@@ -58,18 +58,18 @@ func TestDumpShowsLimiterConfigAndSemaphores(t *testing.T) {
 
 	raw, err := json.Marshal(d)
 	require.NoError(t, err)
-	assert.Contains(t, string(raw), `"config":{"rate":"10/s","burst":"20","acquireTimeout":"30s","taskTimeout":"5m0s","maxWaiting":"100","fleet":"llm-fleet","fleetCapacity":"40"}`)
-	assert.Contains(t, string(raw), `"semaphores":[{"name":"llm-fleet","stats":{"capacity":40,`)
+	assert.Contains(t, string(raw), `"config":{"rate":"10/s","burst":"20","acquireTimeout":"30s","taskTimeout":"5m0s","maxWaiting":"100","fleet":"config-fleet","fleetCapacity":"40"}`)
+	assert.Contains(t, string(raw), `"semaphores":[{"name":"config-fleet","stats":{"capacity":40,`)
 	var back inspect.Dump
 	require.NoError(t, json.Unmarshal(raw, &back))
-	assert.Equal(t, lim.Config, limiterNamed(&back, "llm-api").Config)
+	assert.Equal(t, lim.Config, limiterNamed(&back, "config-api").Config)
 
 	var b bytes.Buffer
 	require.NoError(t, d.WriteText(&b))
 	text := b.String()
-	assert.Contains(t, text, `limiter "llm-api" limit 4  in flight 0  waiting 0  overrunning 0`+"\n"+
-		`  rate 10/s, burst 20 (0 held back by the rate)  acquire timeout 30s  task timeout 5m0s  max waiting 100  fleet "llm-fleet"  fleet capacity 40`+"\n")
-	assert.Contains(t, text, `semaphore "llm-fleet" capacity 40  held 0  waiting 0  lease 15s  when unavailable FailClosed`+"\n")
+	assert.Contains(t, text, `limiter "config-api" limit 4  in flight 0  waiting 0  overrunning 0`+"\n"+
+		`  rate 10/s, burst 20 (0 held back by the rate)  acquire timeout 30s  task timeout 5m0s  max waiting 100  fleet "config-fleet"  fleet capacity 40`+"\n")
+	assert.Contains(t, text, `semaphore "config-fleet" capacity 40  held 0  waiting 0  lease 15s  when unavailable FailClosed`+"\n")
 	assert.False(t, strings.Contains(text, "limiter \"plain\" limit 2  in flight 0  waiting 0  overrunning 0\n  "), "no config line without config")
 	runtime.KeepAlive(plain)
 }

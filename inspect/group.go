@@ -37,9 +37,10 @@ type Group struct {
 	Running      []SubtaskGroup `json:"running"`      // the running subtasks, by site, in fork order
 	Children     []*Group       `json:"children"`     // the groups of the scopes' children
 
-	causes map[string]bool // the distinct causes, while the group is made
-	first  *Scope          // the oldest of the scopes: the one the text and the page show when Count is 1
-	hidden int             // scopes nested below the depth the text and the page show
+	causes  map[string]bool // the distinct causes, while the group is made
+	first   *Scope          // the oldest of the scopes: the one the text and the page show when Count is 1
+	members []*Scope        // the scopes, by ID, for the page's list
+	hidden  int             // scopes nested below the depth the text and the page show
 }
 
 // A SubtaskGroup is the running subtasks of a [Group] that share a site and a name, one or more in
@@ -113,6 +114,7 @@ func (g *Group) add(s *Scope) {
 		g.first = s
 	}
 	g.Count++
+	g.members = append(g.members, s)
 	g.IDs = append(g.IDs, s.ID)
 	if s.Opened.Before(g.Oldest) {
 		g.Oldest = s.Opened
