@@ -293,7 +293,7 @@ func Snapshot() *Dump {
 			d.Scopes = append(d.Scopes, s) // a root, or a child whose parent has left
 		}
 	}
-	d.Groups = group(d.Scopes, 0)
+	d.Groups = append([]*Group{}, group(d.Scopes, 0)...) // a list even when empty, as scopes
 	for _, l := range lims {
 		d.Limiters = append(d.Limiters, &Limiter{Name: l.Name, Stats: statsOf(l), OldestWaiting: l.OldestWaiting.Seconds(), Config: configOf(l)})
 	}
