@@ -130,7 +130,7 @@ func (tw *textWriter) groupLine(depth int, g *Group) {
 	if g.Name != "" {
 		fmt.Fprintf(&b, "%s ", quote(g.Name))
 	}
-	fmt.Fprintf(&b, "%s %s %s", g.Policy, stateText(g.State, g.Joining), tw.ages(g.Newest, g.Oldest))
+	fmt.Fprintf(&b, "%s %s %s", g.Policy, stateText(g.State, g.Joining), ages(tw.d.Time, g.Newest, g.Oldest))
 	if !g.Deadline.IsZero() {
 		b.WriteString(" earliest " + deadlineText(g.Deadline.Sub(tw.d.Time)))
 	}
@@ -149,18 +149,8 @@ func (tw *textWriter) groupLine(depth int, g *Group) {
 		if t.SeqTo != t.Seq {
 			seq += "–#" + itoa(t.SeqTo)
 		}
-		tw.line(depth+1, "%d × %s %srunning %s  %s", t.Count, seq, nameText(t.Name), tw.ages(t.Newest, t.Oldest), siteText(t.Site))
+		tw.line(depth+1, "%d × %s %srunning %s  %s", t.Count, seq, nameText(t.Name), ages(tw.d.Time, t.Newest, t.Oldest), siteText(t.Site))
 	}
-}
-
-// ages is the range of ages of things begun between oldest and newest, "0.2s–1.2s", or one age
-// when the two print alike.
-func (tw *textWriter) ages(newest, oldest time.Time) string {
-	young, old := age(tw.d.Time.Sub(newest)), age(tw.d.Time.Sub(oldest))
-	if young == old {
-		return old
-	}
-	return young + "–" + old
 }
 
 func stateText(state string, joining bool) string {

@@ -31,6 +31,26 @@ func listOrders(ctx context.Context, id int) ([]Order, error) {
 	return []Order{{ID: 1}, {ID: 2}}, ctx.Err()
 }
 
+// The package at a glance: a scope forks subtasks, the first failure cancels the others, and Join
+// waits for all of them — it returns that failure, never a sibling's cancellation — so that no
+// goroutine outlives the scope. Each subtask ends Succeeded, Failed or Cancelled.
+func Example() {
+	errNotFound := errors.New("user not found")
+	s := scope.Open(context.Background())
+	defer s.Close()
+	user := scope.Fork(s, func(ctx context.Context) (string, error) { return "", errNotFound })
+	orders := scope.Fork(s, func(ctx context.Context) (int, error) {
+		<-ctx.Done() // a slow call: cancelled when the user's lookup fails
+		return 0, ctx.Err()
+	})
+	err := s.Join()
+	fmt.Println(err, errors.Is(err, errNotFound))
+	fmt.Println(user.State(), orders.State())
+	// Output:
+	// user not found true
+	// Failed Cancelled
+}
+
 // A request handler fetches the user and their orders in parallel, with a deadline for both. If
 // either fails, the other is cancelled and the first error is returned.
 func ExampleOpen_requestHandler() {
