@@ -65,7 +65,7 @@ func CollectScopes() []ScopeRecord {
 		}
 		buf = buf[:0]
 		if h := e.hot.Load(); h != nil { // nil: nothing forked yet
-			buf = h.read(&r, buf, e.opened)
+			buf = h.read(&r, buf)
 		}
 		r.Joining = e.joining.Load()
 		r.Age = time.Duration(max(mono-e.opened, 0))
@@ -104,14 +104,13 @@ const readTries = 64
 // copy: the outcomes of the first reading, the word of a later instant, so that the running count
 // may include a subtask that completed during the copy (and be above the limit) but never fewer
 // than the list. Either way the counts sum to the forks.
-func (h *hot) read(r *ScopeRecord, buf []taskCopy, opened int64) []taskCopy {
+func (h *hot) read(r *ScopeRecord, buf []taskCopy) []taskCopy {
 	n := len(buf)
 	for try := 0; ; try++ {
 		buf = buf[:n]
 		var done [4]int64
 		h.outcomes(&done)
 		tabs := h.tab.Load()
-		at := now() // for a start not stored yet: it is just starting
 		for tab := tabs; tab != nil; tab = tab.older {
 			for i := range tab.slots {
 				sl := &tab.slots[i]
@@ -119,12 +118,10 @@ func (h *hot) read(r *ScopeRecord, buf []taskCopy, opened int64) []taskCopy {
 				if seq == 0 {
 					continue
 				}
-				started, pc := sl.started.Load()-1, sl.pc.Load()
-				if sl.seq.Load() != seq {
-					continue // it left meanwhile; a subtask after it is the next dump's
-				}
-				if started < 0 {
-					started = at - opened
+				started := sl.started.Load() - 1
+				pc := sl.pc.Load()
+				if started < 0 || sl.seq.Load() != seq {
+					continue // starting or leaving: counted, not listed (see slot)
 				}
 				buf = append(buf, taskCopy{seq, pc, started})
 			}

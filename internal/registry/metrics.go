@@ -171,7 +171,7 @@ func running(e *Scope, buf []taskCopy) (int64, []taskCopy) {
 	var r ScopeRecord
 	n, prev := int64(math.MaxInt64), int64(-1)
 	for range reads {
-		buf = h.read(&r, buf[:0], e.opened)
+		buf = h.read(&r, buf[:0])
 		done := r.Succeeded + r.Failed + r.CancelledSubtasks
 		if done == prev {
 			break

@@ -199,12 +199,13 @@ func (tab *table) init(slots []slot) {
 // common completion, writes one cache line, the one its start wrote, not one all share.
 //
 // seq is the subtask's fork order (and name, see Task), stored by a CAS from 0 (the claim: seqs
-// start at 1 and are unique in the scope, so a slot never holds the same one twice); started (plus one, so that zero
-// means "not stored yet") and pc are stored after the claim. The subtask leaving stores them back
-// to zero, then seq, so a new subtask claims the slot only once the old one's are gone: a dump that
-// reads seq, then started and pc, then seq again, and finds seq unchanged, has read those of that
-// subtask (or zeros, if they have not been stored yet or are being cleared). No pointer: a slot
-// neither keeps a subtask alive nor costs a write barrier.
+// start at 1 and are unique in the scope, so a slot never holds the same one twice); then pc, then
+// started (plus one, so that zero means "not stored yet"). The subtask leaving stores started back
+// to zero, then seq, so a new subtask claims the slot only once the old one's start is gone: a dump
+// that reads seq, then started, then pc, then seq again, and finds seq unchanged and started not
+// zero, has read that subtask's start and pc (pc was stored before started); with started zero
+// the subtask is starting or leaving, and the dump counts it without listing it. No pointer: a
+// slot neither keeps a subtask alive nor costs a write barrier.
 type slot struct {
 	seq       atomic.Uint64
 	started   atomic.Int64
@@ -439,8 +440,8 @@ func (e *Scope) Enter(t *Task, fn any) Running {
 	var r Running
 	if e.tracked && t != nil {
 		r.sl = e.hot.Load().publish(t.seq) // made by Fork, which came first
-		r.sl.started.Store(now() - e.opened + 1)
 		r.sl.pc.Store(funcPC(fn))
+		r.sl.started.Store(now() - e.opened + 1) // after pc: see slot
 	}
 	if e.labels != nil {
 		pprof.SetGoroutineLabels(e.labels)
@@ -496,7 +497,6 @@ func (e *Scope) Done(r Running, o Outcome) {
 		return
 	}
 	r.sl.started.Store(0) // before seq: see slot
-	r.sl.pc.Store(0)
 	r.sl.seq.Store(0)
 	if o == Succeeded {
 		r.sl.succeeded.Add(1)
