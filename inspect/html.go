@@ -157,13 +157,19 @@ func newPage(d *Dump) *page {
 	p.Groups, p.MoreGroups = newGroupViews(d, groups, oldest)
 	var longest int64
 	for _, l := range d.Limiters {
-		longest = max(longest, l.Stats.value("waiting"))
+		if l != nil { // a dump decoded from JSON may hold nulls
+			longest = max(longest, l.Stats.value("waiting"))
+		}
 	}
 	for _, l := range d.Limiters {
-		p.Limiters = append(p.Limiters, newLimiterView(l, longest))
+		if l != nil {
+			p.Limiters = append(p.Limiters, newLimiterView(l, longest))
+		}
 	}
 	for _, s := range d.Semaphores {
-		p.Semaphores = append(p.Semaphores, newSemaphoreView(d, s))
+		if s != nil {
+			p.Semaphores = append(p.Semaphores, newSemaphoreView(d, s))
+		}
 	}
 	return p
 }

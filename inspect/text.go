@@ -48,10 +48,14 @@ func (d *Dump) WriteText(w io.Writer) error {
 		tw.group(0, g)
 	}
 	for _, l := range d.Limiters {
-		tw.limiter(l)
+		if l != nil { // a dump decoded from JSON may hold nulls
+			tw.limiter(l)
+		}
 	}
 	for _, sem := range d.Semaphores {
-		tw.semaphore(sem)
+		if sem != nil {
+			tw.semaphore(sem)
+		}
 	}
 	if tw.err != nil {
 		return tw.err
