@@ -73,3 +73,38 @@ func TestDumpShowsLimiterConfigAndSemaphores(t *testing.T) {
 	assert.False(t, strings.Contains(text, "limiter \"plain\" limit 2  in flight 0  waiting 0  overrunning 0\n  "), "no config line without config")
 	runtime.KeepAlive(plain)
 }
+
+// "The pause after data loss is visible": a fleet semaphore whose backend lost its data admits
+// nothing new for one lease TTL, and the dump says until when — in JSON, in the text, on the page.
+func TestDumpShowsAFleetPause(t *testing.T) {
+	backend := fleet.NewMemory()
+	sem := fleet.New(backend, "paused-fleet", 2, fleet.WithLease(time.Minute), fleet.WithLogger(nil))
+	defer sem.Close()
+	p, err := sem.Acquire(t.Context(), 1)
+	require.NoError(t, err)
+	defer p.Release()
+	backend.Restart()
+	_, err = sem.AcquireTimeout(t.Context(), 1, 0) // sees the loss
+	require.ErrorIs(t, err, fleet.ErrTimeout)
+	require.False(t, sem.Stats().PausedUntil.IsZero())
+
+	d := inspect.Snapshot()
+	var fs *inspect.Semaphore
+	for _, s := range d.Semaphores {
+		if s.Name == "paused-fleet" {
+			fs = s
+		}
+	}
+	require.NotNil(t, fs)
+	assert.WithinDuration(t, time.Now().Add(time.Minute), fs.PausedUntil, 10*time.Second)
+	raw, err := json.Marshal(fs)
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"pausedUntil":"`)
+	var b bytes.Buffer
+	require.NoError(t, (&inspect.Dump{Time: d.Time, Semaphores: []*inspect.Semaphore{fs}}).WriteText(&b))
+	assert.Regexp(t, `semaphore "paused-fleet" capacity 2  held 1  waiting 0  lease 1m0s  when unavailable FailClosed  paused: admits again in \S+`, b.String())
+	var page bytes.Buffer
+	require.NoError(t, inspect.WriteHTML(&page, &inspect.Dump{Time: d.Time, Semaphores: []*inspect.Semaphore{fs}}))
+	assert.Contains(t, page.String(), `<div class="paused">paused after the backend lost its data: admits again in `)
+	assert.NotContains(t, page.String(), "pausedMillis")
+}

@@ -360,7 +360,7 @@ func newSemaphoreView(d *Dump, s *Semaphore) *semaphoreView {
 	}
 	for _, st := range s.Stats {
 		switch st.Name {
-		case "capacity", "held", "waiting":
+		case "capacity", "held", "waiting", "pausedMillis": // pausedMillis: the pause's own line
 		default:
 			v.Counters = append(v.Counters, st)
 		}

@@ -46,13 +46,15 @@ func Eventually(t testing.TB, cond func() bool, msg string) {
 	require.Eventually(t, cond, Deadline, PollEvery, msg)
 }
 
-// Add returns the field-by-field sum of two structs of integer fields, such as two
-// limiter.Stats: what an exporter shows of two limiters of one name.
+// Add returns the field-by-field sum of the integer fields of two structs, such as two
+// limiter.Stats: what an exporter shows of two limiters of one name. Other fields (fleet.Stats's
+// PausedUntil, a time) are a's.
 func Add[S any](a, b S) S {
 	va, vb := reflect.ValueOf(&a).Elem(), reflect.ValueOf(b)
 	for i := range va.NumField() {
-		f := va.Field(i)
-		f.SetInt(f.Int() + vb.Field(i).Int())
+		if f := va.Field(i); f.CanInt() {
+			f.SetInt(f.Int() + vb.Field(i).Int())
+		}
 	}
 	return a
 }
