@@ -386,3 +386,41 @@ func TestRateExtremesBehaveAsTheirNumbersSay(t *testing.T) {
 		})
 	})
 }
+
+// "A token at or before the deadline is admitted (x/time/rate's ReserveN with a max wait): the
+// wait's expiry makes one last try at the gate." Regression: the wait for a token that came
+// exactly at the acquire deadline (or up to ~200 µs before it, on a real clock) ended in
+// ErrAcquireTimeout whenever the waiter's own timer beat the gate's.
+func TestRateTokenAtTheDeadlineIsAdmitted(t *testing.T) {
+	noop := func(context.Context) error { return nil }
+	t.Run("fake clock, exactly at the deadline", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			for i := range 50 {
+				l := limiter.New(10, limiter.WithRate(1, 1), limiter.WithAcquireTimeout(time.Second))
+				require.NoError(t, l.Do(t.Context(), noop)) // the token of now; the next comes in 1 s
+				if i%2 == 0 {
+					require.NoError(t, l.Do(t.Context(), noop), "round %d: Do", i)
+				} else {
+					_, err := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 0, nil }).Wait(t.Context())
+					require.NoError(t, err, "round %d: Submit", i)
+				}
+				atRest(t, l)
+			}
+		})
+	})
+	t.Run("real clock, the token just before the deadline", func(t *testing.T) {
+		// A token every millisecond and an acquire timeout of one: the second call's token comes
+		// no later than its deadline, however late the machine runs its timers.
+		for i := range 200 {
+			l := limiter.New(10, limiter.WithRate(1000, 1), limiter.WithAcquireTimeout(time.Millisecond))
+			require.NoError(t, l.Do(t.Context(), noop))
+			if i%2 == 0 {
+				require.NoError(t, l.Do(t.Context(), noop), "round %d: Do", i)
+			} else {
+				_, err := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 0, nil }).Wait(t.Context())
+				require.NoError(t, err, "round %d: Submit", i)
+			}
+			atRest(t, l)
+		}
+	})
+}

@@ -81,18 +81,21 @@ func (f *Future[T]) granted(err error) {
 	f.publish(e)
 }
 
-// onAcquireTimeout runs when the acquire timeout fires while the task is queued.
+// onAcquireTimeout runs when the acquire timeout fires while the task is queued: one last try
+// at the slot and its token (sema's Expire), then off the queue.
 func (f *Future[T]) onAcquireTimeout() {
 	f.mu.Lock()
 	if f.settled || f.phase != phaseQueued {
 		f.mu.Unlock()
 		return
 	}
-	e, left := f.leaveQueueLocked(ErrAcquireTimeout, outRejected)
-	f.mu.Unlock()
-	if !left {
-		return // granted just in time: then it runs
+	if !f.l.slots.Expire(&f.w) {
+		f.mu.Unlock() // granted at the deadline, or just before: then it runs
+		return
 	}
+	f.l.waiting.Add(-1)
+	e := f.endQueuedLocked(ErrAcquireTimeout, outRejected)
+	f.mu.Unlock()
 	f.publish(e)
 }
 

@@ -384,7 +384,7 @@ func (s *Sema) acquireSlow(ctx context.Context, n int64, owner any, timed bool, 
 		case <-done:
 			err = s.abandon(w, ctx.Err())
 		case <-expired:
-			err = s.abandon(w, ErrTimeout)
+			err = s.expire(w)
 		}
 	}
 	if timed {
@@ -415,6 +415,48 @@ func (s *Sema) abandon(w *Waiter, cause error) error {
 		s.Release(w.n)
 	}
 	return cause
+}
+
+// expire ends the wait of a blocking waiter whose timeout fired: with one last try (see Expire),
+// and nil if it was served, now or as the timer fired — a grant at the deadline stands.
+func (s *Sema) expire(w *Waiter) error {
+	if s.Expire(w) {
+		return ErrTimeout
+	}
+	<-w.ready // the signal is on its way, sent after the granter unlocked
+	if w.taken {
+		return nil
+	}
+	return w.err
+}
+
+// Expire ends the wait of w, queued, at its deadline, with one last try: if w heads the queue
+// and what it waits for is there now — its permits, and the gate's pass (a token due at the
+// deadline) — it is served instead, since the timer that would have served it may fire after
+// w's own. It reports true if w left the queue unserved, as [Sema.Cancel] does; false if it was
+// served, now or before (a callback waiter's fn is called, or a taker runs its owner).
+func (s *Sema) Expire(w *Waiter) bool {
+	s.mu.Lock()
+	if !w.queued {
+		s.mu.Unlock()
+		return false
+	}
+	var woken *Waiter
+	if s.head == w {
+		woken = s.grant()
+	}
+	left := w.queued
+	if left {
+		wasHead := s.head == w
+		s.remove(w)
+		if wasHead {
+			// Requests behind it may fit now, and no Release will wake them.
+			woken = s.grantInto(woken)
+		}
+	}
+	s.mu.Unlock()
+	signal(woken, false)
+	return left
 }
 
 // AcquireFunc requests n permits for w without blocking; w is the caller's, zero or done with.

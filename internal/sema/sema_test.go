@@ -285,3 +285,78 @@ func TestDrained(t *testing.T) {
 		<-s.Drained()
 	})
 }
+
+// clockGate opens at a fixed instant of the bubble's clock, once: a token that comes at open.
+type clockGate struct {
+	open     time.Time
+	passed   int
+	returned []int64
+}
+
+func (g *clockGate) Pass() (time.Duration, int64) {
+	if d := time.Until(g.open); d > 0 {
+		return d, 0
+	}
+	if g.passed > 0 {
+		return time.Hour, 0
+	}
+	g.passed++
+	return 0, 42
+}
+
+func (g *clockGate) Return(mark int64) { g.returned = append(g.returned, mark); g.passed-- }
+
+// A timed wait whose gate opens exactly at its deadline is served, blocking or callback: the
+// wait's expiry makes one last try at the gate, whichever timer fires first. Its mark is the
+// pass's.
+func TestExpiryMakesOneLastTryAtTheGate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for i := range 20 {
+			s := sema.New(1, true)
+			g := &clockGate{open: time.Now().Add(time.Second)}
+			s.SetGate(g)
+			mark, err := s.AcquireMark(t.Context(), 1, true, time.Second)
+			require.NoError(t, err, "round %d", i)
+			assert.Equal(t, int64(42), mark)
+			s.Release(1)
+		}
+		s := sema.New(1, true)
+		g := &clockGate{open: time.Now().Add(time.Second)}
+		s.SetGate(g)
+		var w sema.Waiter
+		var got []string
+		acquired, err := s.AcquireFunc(&w, 1, record(&got, "w"))
+		require.NoError(t, err)
+		require.False(t, acquired)
+		time.AfterFunc(time.Second, func() {
+			if s.Expire(&w) {
+				got = append(got, "expired")
+			}
+		})
+		time.Sleep(2 * time.Second)
+		assert.Equal(t, []string{"w"}, got, "served at its deadline, not expired")
+		assert.Equal(t, int64(42), w.Mark())
+		assert.Empty(t, g.returned)
+	})
+}
+
+// Expire of a waiter behind the head takes it off without serving it, and of the head whose
+// permits are not there, serves those behind it that fit.
+func TestExpireLeavesTheQueue(t *testing.T) {
+	s := sema.New(2, true)
+	require.NoError(t, s.Acquire(t.Context(), 2))
+	var big, small sema.Waiter
+	var got []string
+	_, err := s.AcquireFunc(&big, 2, record(&got, "big"))
+	require.NoError(t, err)
+	_, err = s.AcquireFunc(&small, 1, record(&got, "small"))
+	require.NoError(t, err)
+	s.Release(1)
+	assert.Empty(t, got, "small waits behind big")
+	assert.True(t, s.Expire(&big), "big's two permits are not there")
+	assert.Equal(t, []string{"small"}, got, "small is served as big leaves")
+	assert.False(t, s.Expire(&small), "served already")
+	assert.False(t, s.Expire(&big), "gone already")
+	s.Release(2)
+	assert.Equal(t, int64(2), s.Available())
+}
