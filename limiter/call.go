@@ -110,21 +110,21 @@ func callHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (
 // admit too (WithFleet, WithFleetRate): fn runs under the permit's context, and the permit goes
 // back when fn returns.
 func callFleet[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error), t0 time.Time, mark int64) (T, error) {
-	tctx, leave, o, err := l.fleetEnter(ctx, t0)
+	tctx, le, o, err := l.fleetEnter(ctx, t0)
 	if err != nil {
 		var zero T
 		l.unused(mark)
 		l.end(ctx, o, err, t0, time.Time{})
 		return zero, err
 	}
-	return runHere(ctx, l, fn, tctx, leave, t0)
+	return runHere(ctx, l, fn, tctx, le, t0)
 }
 
 // runHere runs fn, which holds its slot, on the caller's goroutine under tctx (ctx, or the fleet
 // permit's context, whose leave gives the permit back) and ends the call: where Do's and Call's
 // function runs without a task timeout — on a plain limiter, without labels, callHere does the
 // same inline. A lease lost while fn ran is the call's error.
-func runHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error), tctx context.Context, leave func(), t0 time.Time) (v T, err error) {
+func runHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error), tctx context.Context, le *lease, t0 time.Time) (v T, err error) {
 	var t1 time.Time
 	if l.cfg.logger != nil {
 		t1 = time.Now()
@@ -137,25 +137,19 @@ func runHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T
 			registry.RestoreLabels(ctx) // back to the caller's, as pprof.Do does
 		}
 		if !normal {
-			if leave != nil {
-				leave()
-			}
+			le.leave()
 			err = l.abortHere(ctx, recover(), t0, t1, mk)
 		}
 	}()
 	v, err = fn(tctx)
 	normal = true
-	if leave != nil {
-		leave()
-	}
+	lerr := le.leave()
 	held := l.held()
 	l.release()
 	l.observe(ctx, mk, err, false, false, held)
-	if leave != nil {
-		if lerr := lost(tctx); lerr != nil {
-			var zero T
-			v, err = zero, lerr // the lease went while fn ran: whatever fn returned, it is not to be trusted
-		}
+	if lerr != nil {
+		var zero T
+		v, err = zero, lerr // the lease went before fn returned: whatever fn returned, it is not to be trusted
 	}
 	l.end(ctx, ran(ctx, err, false), err, t0, t1)
 	return v, err
@@ -197,7 +191,7 @@ type timedCall[T any] struct {
 	err    error
 	broken bool            // fn panicked or called runtime.Goexit; err says which
 	t0, t1 time.Time       // call and task start, with a logger
-	leave  func()          // gives the fleet's permit back; nil without a fleet
+	le     *lease          // the fleet's permit; nil without one
 	caller context.Context // the caller's ctx: did the caller give up?
 	mk     window.Mark     // the adaptive limit's mark of the task's start
 
@@ -219,13 +213,13 @@ func callTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 	}
 	parent := ctx
 	if l.cfg.fleeted() {
-		fctx, leave, o, err := l.fleetEnter(ctx, c.t0)
+		fctx, le, o, err := l.fleetEnter(ctx, c.t0)
 		if err != nil {
 			l.unused(mark)
 			l.end(ctx, o, err, c.t0, time.Time{})
 			return zero, err
 		}
-		parent, c.leave = fctx, leave
+		parent, c.le = fctx, le
 	}
 	if l.cfg.logger != nil {
 		c.t1 = time.Now()
@@ -245,9 +239,9 @@ func callTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) 
 			case cause == ErrTaskTimeout:
 				l.tally(outTimedOut)
 				return zero, ErrTaskTimeout
-			case lost(c.ctx) != nil:
+			case c.le.lost() != nil:
 				l.tally(outFailed) // like a task timeout: the task overruns without its lease
-				return zero, cause
+				return zero, c.le.lost()
 			}
 			l.tally(outCancelled)
 			return zero, ctxErr(ctx)
@@ -301,14 +295,12 @@ func (c *timedCall[T]) exit() {
 	// Decided before the caller can read it: the timeout stands if it fired before fn returned,
 	// and so does a lost lease.
 	c.timedOut = !c.broken && context.Cause(c.ctx) == ErrTaskTimeout
-	if lerr := lost(c.ctx); lerr != nil && !c.broken && !c.timedOut {
+	if lerr := c.le.lost(); lerr != nil && !c.broken && !c.timedOut {
 		var zero T
 		c.val, c.err = zero, lerr
 	}
 	finished := c.state.CompareAndSwap(timedRunning, timedFinished)
-	if c.leave != nil {
-		c.leave() // after the state is settled: giving the permit back ends c.ctx, which wakes the caller
-	}
+	c.le.leave() // after the state is settled: giving the permit back ends c.ctx, which wakes the caller
 	if !finished {
 		// The caller left (timeout or ctx): the task overran. The context is done already, so
 		// its cause is final.

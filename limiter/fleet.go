@@ -49,8 +49,8 @@ func WithFleetRate(r *fleet.Rate) Option {
 // with the permit's cause if the lease is lost — and leave, which gives the permit back once the
 // task has returned. On failure it returns the call's outcome and error; the caller gives the
 // local slot back and ends the call.
-func (l *Limiter) fleetEnter(ctx context.Context, t0 time.Time) (tctx context.Context, leave func(), o outcome, err error) {
-	tctx, leave = ctx, func() {}
+func (l *Limiter) fleetEnter(ctx context.Context, t0 time.Time) (tctx context.Context, le *lease, o outcome, err error) {
+	tctx = ctx
 	if sem := l.cfg.fleet; sem != nil {
 		// Only the acquire timeout bounds this wait: ctx's deadline ends it through ctx, as
 		// Cancelled — a second timer for the deadline would race ctx's own.
@@ -64,21 +64,49 @@ func (l *Limiter) fleetEnter(ctx context.Context, t0 time.Time) (tctx context.Co
 			o, err := fleetRefusal(ctx, err)
 			return nil, nil, o, err
 		}
-		var stop context.CancelFunc
-		tctx, stop = p.WithContext(ctx)
-		leave = func() {
-			stop()
-			p.Release()
-		}
+		le = &lease{p: p}
+		tctx, le.stop = p.WithContext(ctx)
 	}
 	if r := l.cfg.fleetRate; r != nil {
 		if err := l.fleetToken(ctx, r, t0); err != nil {
-			leave()
+			le.leave()
 			o, err := fleetRefusal(ctx, err)
 			return nil, nil, o, err
 		}
 	}
-	return tctx, leave, outCompleted, nil
+	return tctx, le, outCompleted, nil
+}
+
+// A lease is a call's fleet permit, while its task runs; nil without WithFleet.
+type lease struct {
+	p    *fleet.Permit
+	stop context.CancelFunc // stops the task's context's watch of the permit's
+}
+
+// lost returns the error a call ends with once its lease is lost: the permit's own cause, which
+// matches fleet.ErrLeaseLost; nil while the lease holds (or without one). It asks the permit,
+// not the task's context, which hears of the loss later, on another goroutine.
+func (le *lease) lost() error {
+	if le == nil {
+		return nil
+	}
+	if cause := context.Cause(le.p.Context()); errors.Is(cause, fleet.ErrLeaseLost) {
+		return cause
+	}
+	return nil
+}
+
+// leave gives the permit back once the task has returned, and returns what lost said just
+// before: Release cancels the permit's context with context.Canceled, so the verdict is read
+// first.
+func (le *lease) leave() (lost error) {
+	if le == nil {
+		return nil
+	}
+	lost = le.lost()
+	le.stop()
+	le.p.Release()
+	return lost
 }
 
 // fleetToken reserves a token of r and waits until it comes, within what the acquire timeout
@@ -129,13 +157,4 @@ func fleetRefusal(ctx context.Context, err error) (outcome, error) {
 		return outRejected, ErrAcquireTimeout
 	}
 	return outRejected, fmt.Errorf("%w: %w", ErrRejected, err)
-}
-
-// lost returns the error a call ends with when its fleet lease was lost while fn ran: the
-// permit's cause, which matches fleet.ErrLeaseLost; nil if the lease held.
-func lost(tctx context.Context) error {
-	if cause := context.Cause(tctx); errors.Is(cause, fleet.ErrLeaseLost) {
-		return cause
-	}
-	return nil
 }

@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -267,4 +268,72 @@ func TestWithFleetRateRejectsEarly(t *testing.T) {
 func TestWithFleetBadInput(t *testing.T) {
 	assert.PanicsWithValue(t, "limiter: WithFleet: nil Semaphore", func() { limiter.WithFleet(nil) })
 	assert.PanicsWithValue(t, "limiter: WithFleetRate: nil Rate", func() { limiter.WithFleetRate(nil) })
+}
+
+// "A lost lease decides the result from the lease, not from a context race: a call whose lease
+// was lost before fn returned ends with an error matching fleet.ErrLeaseLost (Failed), every
+// time." Many calls hold their leases when the backend goes down; each fn returns as soon as
+// the Semaphore has counted every lease lost — which it does after cancelling each lease's
+// context — without waiting for its own context to hear of it. Regression: the result was
+// read from the context derived for the task, which hears of the loss through an AfterFunc on
+// another goroutine and was cancelled with context.Canceled on the way out first: about half
+// of such calls succeeded. A real clock (the lease is lost within its TTL, 1 s), polled.
+func TestWithFleetLeaseLostBeforeFnReturnsFailsEveryTime(t *testing.T) {
+	const calls = 100
+	paths := append(append([]struct {
+		name string
+		opts []limiter.Option
+	}(nil), runPaths...), struct {
+		name string
+		opts []limiter.Option
+	}{"Submit", nil})
+	for _, tt := range paths {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := fleet.NewMemory()
+			sem := fleet.New(b, "api", calls, fleet.WithLease(time.Second), fleet.WithLogger(nil))
+			defer func() { _ = sem.Close() }()
+			l := limiter.New(calls, append([]limiter.Option{limiter.WithFleet(sem)}, tt.opts...)...)
+			var started sync.WaitGroup
+			started.Add(calls)
+			fn := func(context.Context) error {
+				started.Done()
+				deadline := time.Now().Add(20 * time.Second)
+				for sem.Stats().LeasesLost < calls {
+					if time.Now().After(deadline) {
+						return errors.New("the leases were never lost")
+					}
+					time.Sleep(50 * time.Microsecond)
+				}
+				return nil // the lease is gone: this nil must not stand
+			}
+			errs := make(chan error, calls)
+			for range calls {
+				go func() {
+					if tt.name == "Submit" {
+						_, err := limiter.Submit(context.Background(), l, func(ctx context.Context) (int, error) { return 0, fn(ctx) }).Wait(context.Background())
+						errs <- err
+						return
+					}
+					errs <- l.Do(context.Background(), fn)
+				}()
+			}
+			started.Wait()
+			b.SetDown(true) // renewals fail from now on
+			succeeded := 0
+			for range calls {
+				err := <-errs
+				if err == nil {
+					succeeded++
+					continue
+				}
+				require.ErrorIs(t, err, fleet.ErrLeaseLost)
+			}
+			assert.Zero(t, succeeded, "calls that succeeded though their lease was lost before fn returned")
+			require.NoError(t, l.Shutdown(t.Context()))
+			s := atRest(t, l)
+			assert.Equal(t, int64(calls), s.Failed)
+			b.SetDown(false)
+		})
+	}
 }

@@ -36,7 +36,7 @@ type Future[T any] struct {
 	stop      func() bool        // stops the watcher of ctx (queued, or running without timeout) or of the task's context
 	timer     *time.Timer        // the acquire timeout, while queued
 	at        *stamps            // when the call began and its task started, if the limiter notes it (see begin)
-	leave     func()             // gives the fleet's permit back; nil without one
+	le        *lease             // the fleet's permit, while the task runs; nil without one
 	mk        window.Mark        // the adaptive limit's mark of the task's start
 	waitTrace registry.AsyncWait // a trace task "loom.limiter.wait" while it queues, if a trace records
 

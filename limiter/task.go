@@ -124,8 +124,8 @@ func (f *Future[T]) onDone(ctx context.Context) {
 		switch cause := context.Cause(ctx); {
 		case cause == ErrTaskTimeout:
 			e = f.overrunLocked(ErrTaskTimeout, outTimedOut)
-		case lost(ctx) != nil:
-			e = f.overrunLocked(cause, outFailed) // like a timeout: the task runs on without its lease
+		case f.le.lost() != nil:
+			e = f.overrunLocked(f.le.lost(), outFailed) // like a timeout: the task runs on without its lease
 		default:
 			e = f.overrunLocked(ctxErr(f.ctx), outCancelled)
 		}
@@ -225,7 +225,7 @@ func (f *Future[T]) runFleet() (next runner) {
 	f.mu.Unlock()
 
 	var zero T
-	fctx, leave, _, err := l.fleetEnter(base, f.began())
+	fctx, le, _, err := l.fleetEnter(base, f.began())
 	if err != nil {
 		if lerr := base.Err(); lerr != nil {
 			err = ctxErr(f.ctx) // Cancel or the ctx ended the wait: the Future says so already
@@ -238,7 +238,7 @@ func (f *Future[T]) runFleet() (next runner) {
 		tctx, stopTimer = context.WithTimeoutCause(fctx, d, ErrTaskTimeout)
 	}
 	f.mu.Lock()
-	f.leave = leave
+	f.le = le
 	f.cancel = func() { stopTimer(); cancel() }
 	old := f.stop
 	f.stop = context.AfterFunc(tctx, func() { f.onDone(tctx) }) // the timeout, the lease, the ctx
@@ -276,8 +276,8 @@ func (f *Future[T]) exit(tctx context.Context, v T, err error, pe *PanicError, h
 	broken := how != returned
 	f.mu.Lock()
 	f.phase = phaseExited
-	stop, leave := f.stop, f.leave
-	f.stop, f.leave = nil, nil
+	stop, le := f.stop, f.le
+	f.stop, f.le = nil, nil
 	overran := f.settled
 	var e ending
 	if !overran {
@@ -293,8 +293,8 @@ func (f *Future[T]) exit(tctx context.Context, v T, err error, pe *PanicError, h
 			// fn returned after its time was up (the watcher had not settled the Future yet):
 			// the timeout stands, whatever fn returned.
 			e = f.endLocked(zero, ErrTaskTimeout, outTimedOut)
-		case !broken && lost(tctx) != nil:
-			e = f.endLocked(zero, lost(tctx), outFailed) // so does a lost fleet lease
+		case !broken && le.lost() != nil:
+			e = f.endLocked(zero, le.lost(), outFailed) // so does a lost fleet lease (asked before it is given back)
 		default:
 			e = f.endLocked(v, err, ran(f.ctx, err, f.cancelled))
 		}
@@ -304,9 +304,7 @@ func (f *Future[T]) exit(tctx context.Context, v T, err error, pe *PanicError, h
 	if stop != nil {
 		stop()
 	}
-	if leave != nil {
-		leave() // the fleet's permit, once fn has returned
-	}
+	le.leave() // the fleet's permit, once fn has returned
 	if how == refused && l.rate != nil {
 		l.rate.Return(f.w.Mark()) // fn never started: its local token goes back
 	}
