@@ -50,29 +50,37 @@ func WithFleetRate(r *fleet.Rate) Option {
 // task has returned. On failure it returns the call's outcome and error; the caller gives the
 // local slot back and ends the call.
 func (l *Limiter) fleetEnter(ctx context.Context, t0 time.Time) (tctx context.Context, le *lease, o outcome, err error) {
+	// The waits end when ctx does and when Shutdown begins, as a wait for a local slot does.
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(l.closing, func() { cancel(ErrClosed) })()
 	tctx = ctx
 	if sem := l.cfg.fleet; sem != nil {
 		// Only the acquire timeout bounds this wait: ctx's deadline ends it through ctx, as
 		// Cancelled — a second timer for the deadline would race ctx's own.
 		var p *fleet.Permit
 		if l.cfg.acquireTimed {
-			p, err = sem.AcquireTimeout(ctx, 1, l.acquireLeft(t0))
+			p, err = sem.AcquireTimeout(wctx, 1, l.acquireLeft(t0))
 		} else {
-			p, err = sem.Acquire(ctx, 1)
+			p, err = sem.Acquire(wctx, 1)
 		}
 		if err != nil {
-			o, err := fleetRefusal(ctx, err)
+			o, err := l.fleetRefusal(ctx, err)
 			return nil, nil, o, err
 		}
 		le = &lease{p: p}
 		tctx, le.stop = p.WithContext(ctx)
 	}
 	if r := l.cfg.fleetRate; r != nil {
-		if err := l.fleetToken(ctx, r, t0); err != nil {
+		if err := l.fleetToken(wctx, r, t0); err != nil {
 			le.leave()
-			o, err := fleetRefusal(ctx, err)
+			o, err := l.fleetRefusal(ctx, err)
 			return nil, nil, o, err
 		}
+	}
+	if l.closed.Load() { // Shutdown began as the fleet admitted the call: no fn starts now
+		le.leave()
+		return nil, nil, outRejected, ErrClosed
 	}
 	return tctx, le, outCompleted, nil
 }
@@ -146,11 +154,14 @@ func (l *Limiter) acquireLeft(t0 time.Time) time.Duration {
 	return max(0, l.cfg.acquireTimeout-time.Since(t0))
 }
 
-// fleetRefusal is the outcome and error of a call the fleet did not admit: its ctx's end is
-// Cancelled; anything else — the wait ran out, the backend is unreachable, the Semaphore is
-// closed — is Rejected, with an error that matches ErrRejected and the fleet's own error.
-func fleetRefusal(ctx context.Context, err error) (outcome, error) {
+// fleetRefusal is the outcome and error of a call the fleet did not admit: Shutdown's start is
+// ErrClosed and its ctx's end Cancelled, as for a wait for a local slot; anything else — the wait
+// ran out, the backend is unreachable, the Semaphore is closed — is Rejected, with an error that
+// matches ErrRejected and the fleet's own error.
+func (l *Limiter) fleetRefusal(ctx context.Context, err error) (outcome, error) {
 	switch {
+	case l.closed.Load():
+		return outRejected, ErrClosed
 	case ctx.Err() != nil:
 		return outCancelled, ctxErr(ctx)
 	case errors.Is(err, fleet.ErrTimeout):

@@ -337,3 +337,67 @@ func TestWithFleetLeaseLostBeforeFnReturnsFailsEveryTime(t *testing.T) {
 		})
 	}
 }
+
+// "Shutdown ends waits at every admission step: a call waiting for a fleet permit or token (or a
+// rate token) when Shutdown begins ends as a call queued for a local slot does; no fn starts
+// after Shutdown began." Regression: the wait for the fleet ran under the caller's ctx only, so
+// Shutdown waited for it (and gave up, "1 tasks still running"), and fn started once the permit
+// came, after Shutdown had begun.
+func TestShutdownEndsEveryAdmissionWait(t *testing.T) {
+	type waitFor struct {
+		name  string
+		setup func(t *testing.T, b *fleet.Memory) (l *limiter.Limiter, unblock func())
+	}
+	permit := func(opts ...limiter.Option) func(t *testing.T, b *fleet.Memory) (*limiter.Limiter, func()) {
+		return func(t *testing.T, b *fleet.Memory) (*limiter.Limiter, func()) {
+			ls, _ := replicas(t, b, 2, 1, opts...)
+			hold := make(chan struct{})
+			h := goDo(t.Context(), ls[0], func(context.Context) error { <-hold; return nil }) // the fleet's only permit
+			return ls[1], func() { close(hold); require.NoError(t, <-h.err) }
+		}
+	}
+	token := func(t *testing.T, b *fleet.Memory) (*limiter.Limiter, func()) {
+		r := fleet.NewRate(b, "api", 1, 1, fleet.WithLogger(nil))
+		l := limiter.New(10, limiter.WithFleetRate(r))
+		require.NoError(t, l.Do(t.Context(), func(context.Context) error { return nil })) // the token of now
+		return l, func() { time.Sleep(2 * time.Second) }                                  // the next one comes
+	}
+	for _, w := range []waitFor{
+		{"fleet permit", permit()},
+		{"fleet permit, task timeout", permit(limiter.WithTaskTimeout(time.Hour))},
+		{"fleet permit, acquire timeout", permit(limiter.WithAcquireTimeout(time.Hour))},
+		{"fleet token", token},
+	} {
+		for _, entry := range []string{"Do", "Submit"} {
+			t.Run(w.name+"/"+entry, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					b := fleet.NewMemory()
+					l, unblock := w.setup(t, b)
+					var ran atomic.Bool
+					fn := func(context.Context) error { ran.Store(true); return nil }
+					errc := make(chan error, 1)
+					if entry == "Do" {
+						go func() { errc <- l.Do(t.Context(), fn) }()
+					} else {
+						f := limiter.Submit(t.Context(), l, func(ctx context.Context) (int, error) { return 0, fn(ctx) })
+						go func() { _, err := f.Wait(t.Context()); errc <- err }()
+					}
+					synctest.Wait() // waiting at the fleet, holding its local slot
+					require.Equal(t, 1, l.Stats().InFlight)
+					ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+					defer cancel()
+					start := time.Now()
+					require.NoError(t, l.Shutdown(ctx), "Shutdown does not wait for a call that waits at the fleet")
+					assert.Zero(t, time.Since(start))
+					err := <-errc
+					require.ErrorIs(t, err, limiter.ErrClosed)
+					unblock()
+					synctest.Wait()
+					assert.False(t, ran.Load(), "no fn starts after Shutdown began")
+					s := atRest(t, l)
+					assert.Equal(t, int64(1), s.Rejected)
+				})
+			})
+		}
+	}
+}

@@ -29,7 +29,11 @@ type Limiter struct {
 	plain bool      // no logger, no fleet: the fast path of callHere
 	stamp bool      // calls note when they begin: for the logger, or the fleet's share of the acquire timeout
 
-	closed      atomic.Bool  // Shutdown has begun; set before slots is closed
+	closed atomic.Bool // Shutdown has begun; set before slots is closed
+	// closing is done once Shutdown has begun (cause ErrClosed): it ends the waits for the fleet,
+	// as closing slots ends the waits for a slot. Made only for a limiter with a fleet.
+	closing     context.Context
+	closeAll    context.CancelCauseFunc
 	waiting     atomic.Int64 // calls waiting for a slot; reserved before queueing, see reserve
 	overrunning atomic.Int64 // tasks holding a slot after their call ended
 	shutdown    sync.Once    // closes slots, once
@@ -65,6 +69,9 @@ func New(limit int, opts ...Option) *Limiter {
 		l.meter = window.New(c.adaptive, limit, &l.slots, window.Config{})
 	}
 	l.plain = c.logger == nil && !c.fleeted()
+	if c.fleeted() {
+		l.closing, l.closeAll = context.WithCancelCause(context.Background())
+	}
 	l.labels = registry.NewLimiterLabels(c.name)
 	if c.name != "" {
 		// A named limiter is listed for package inspect's dumps, through a weak pointer: the
@@ -230,6 +237,9 @@ func (l *Limiter) Shutdown(ctx context.Context) error {
 		// closed first: a call that gets a slot after this sees it (see admitted).
 		l.closed.Store(true)
 		l.slots.Close(ErrClosed)
+		if l.closeAll != nil {
+			l.closeAll(ErrClosed)
+		}
 	})
 	drained := l.slots.Drained()
 	select {
