@@ -73,15 +73,15 @@ func (e *WeightError) Error() string {
 type Waiter struct {
 	n          int64
 	prev, next *Waiter
-	err        error         // set before the waiter is signalled; nil means granted
-	owner      any           // the task this waiter holds a place for, for ReleaseAndTake; nil: none
-	ready      chan struct{} // blocking waiters: one token when signalled
-	fn         func(error)   // callback waiters: called once when signalled (not when taken)
-	timer      *time.Timer   // blocking waiters with a timeout; reused with the node
-	since      time.Duration // when it was queued, after Sema.epoch, if the semaphore stamps its waiters; guarded by Sema.mu
-	mark       int64         // with a gate: the mark of the pass it was granted with (see Gate)
-	queued     bool          // on the queue; guarded by Sema.mu
-	taken      bool          // served by ReleaseAndTake: the taker runs owner; set before signalling
+	err        error                // set before the waiter is signalled; nil means granted
+	owner      any                  // the task this waiter holds a place for, for ReleaseAndTake; nil: none
+	ready      chan struct{}        // blocking waiters: one token when signalled
+	fn         func(*Waiter, error) // callback waiters: called once when signalled (not when taken)
+	timer      *time.Timer          // blocking waiters with a timeout; reused with the node
+	since      time.Duration        // when it was queued, after Sema.epoch, if the semaphore stamps its waiters; guarded by Sema.mu
+	mark       int64                // with a gate: the mark of the pass it was granted with (see Gate)
+	queued     bool                 // on the queue; guarded by Sema.mu
+	taken      bool                 // served by ReleaseAndTake: the taker runs owner; set before signalling
 	// The fields are ordered so that the node packs into 96 bytes: a Submitted task embeds it,
 	// and a million queued tasks pay for every word (BenchmarkLimiterWaitingMemory).
 }
@@ -462,17 +462,18 @@ func (s *Sema) Expire(w *Waiter) bool {
 // AcquireFunc requests n permits for w without blocking; w is the caller's, zero or done with.
 // It returns acquired if the permits were taken at once (fn is never called), or a *WeightError
 // for an impossible request (fn is never called). Otherwise w is queued and fn is later called
-// exactly once, without locks held, on the goroutine that served it: with nil when the permits
-// are held, or with a *WeightError when a shrink made the request impossible, or with Close's
-// error. [Sema.Cancel] takes a queued w off the queue.
-func (s *Sema) AcquireFunc(w *Waiter, n int64, fn func(error)) (acquired bool, err error) {
+// exactly once, without locks held, on the goroutine that served it, with w: its error nil when
+// the permits are held, or a *WeightError when a shrink made the request impossible, or Close's
+// error. [Sema.Cancel] takes a queued w off the queue. fn gets w, so that one function (no
+// closure per request) can serve every request: see [Waiter.Owner].
+func (s *Sema) AcquireFunc(w *Waiter, n int64, fn func(w *Waiter, err error)) (acquired bool, err error) {
 	return s.AcquireFuncFor(w, n, nil, fn)
 }
 
 // AcquireFuncFor is AcquireFunc for a request that holds a place for owner: when a
 // [Sema.ReleaseAndTake] serves it, fn is not called — the taker gets owner instead, with the
 // permits.
-func (s *Sema) AcquireFuncFor(w *Waiter, n int64, owner any, fn func(error)) (acquired bool, err error) {
+func (s *Sema) AcquireFuncFor(w *Waiter, n int64, owner any, fn func(w *Waiter, err error)) (acquired bool, err error) {
 	if n < 0 || n > s.capacity.Load() {
 		return false, s.invalid(n)
 	}
@@ -503,6 +504,9 @@ func (s *Sema) TryAcquireFor(w *Waiter, n int64) bool {
 // reported it acquired, or its fn was called with nil.
 func (w *Waiter) Mark() int64 { return w.mark }
 
+// Owner returns the owner w holds a place for (AcquireFuncFor), for its fn.
+func (w *Waiter) Owner() any { return w.owner }
+
 // queue is the locked step of an acquire that found no free permits. It checks the weight again,
 // now that the capacity cannot move; the fast path may only have lost a race, so it tries again
 // under the lock, where the queue is stable; it fails with Close's error once closed; else it
@@ -510,7 +514,7 @@ func (w *Waiter) Mark() int64 { return w.mark }
 // when the request was settled here: taken (err == nil) or refused. A request served while being
 // appended — a Release slipped in before the queue's offset was in place — is settled here too,
 // and its fn is not called.
-func (s *Sema) queue(n int64, w *Waiter, owner any, fn func(error)) (_ *Waiter, mark int64, _ error) {
+func (s *Sema) queue(n int64, w *Waiter, owner any, fn func(*Waiter, error)) (_ *Waiter, mark int64, _ error) {
 	s.mu.Lock()
 	if n > s.capacity.Load() {
 		// A shrink landed after the caller's first check: the request can never be served.
@@ -865,7 +869,7 @@ func signal(woken *Waiter, take bool) (owner any) {
 				w.ready <- struct{}{} // AcquireFor returns, taken
 			}
 		} else if w.fn != nil {
-			w.fn(w.err)
+			w.fn(w, w.err)
 		} else {
 			w.ready <- struct{}{}
 		}

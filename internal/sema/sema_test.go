@@ -17,8 +17,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // record returns a callback for AcquireFunc that appends its id and error to log.
-func record(log *[]string, id string) func(error) {
-	return func(err error) {
+func record(log *[]string, id string) func(*sema.Waiter, error) {
+	return func(_ *sema.Waiter, err error) {
 		if err != nil {
 			*log = append(*log, id+":"+err.Error())
 			return
@@ -30,11 +30,11 @@ func record(log *[]string, id string) func(error) {
 func TestAcquireFuncImmediate(t *testing.T) {
 	s := sema.New(2, true)
 	var w sema.Waiter
-	acquired, err := s.AcquireFunc(&w, 2, func(error) { t.Fatal("fn must not run") })
+	acquired, err := s.AcquireFunc(&w, 2, func(*sema.Waiter, error) { t.Fatal("fn must not run") })
 	require.NoError(t, err)
 	assert.True(t, acquired)
 	assert.Equal(t, int64(0), s.Available())
-	acquired, err = s.AcquireFunc(&w, 3, func(error) { t.Fatal("fn must not run") })
+	acquired, err = s.AcquireFunc(&w, 3, func(*sema.Waiter, error) { t.Fatal("fn must not run") })
 	var we *sema.WeightError
 	require.ErrorAs(t, err, &we)
 	assert.Equal(t, sema.WeightError{N: 3, Capacity: 2}, *we)
@@ -140,7 +140,7 @@ func TestClose(t *testing.T) {
 		// Would have to queue: fails at once.
 		require.ErrorIs(t, s.Acquire(context.Background(), 1), errClosed)
 		var w2 sema.Waiter
-		acquired, err := s.AcquireFunc(&w2, 1, func(error) { t.Fatal("fn must not run") })
+		acquired, err := s.AcquireFunc(&w2, 1, func(*sema.Waiter, error) { t.Fatal("fn must not run") })
 		require.ErrorIs(t, err, errClosed)
 		assert.False(t, acquired)
 		assert.Equal(t, 0, s.Close(errors.New("again")), "a second Close changes nothing")
@@ -325,7 +325,7 @@ func TestExpiryMakesOneLastTryAtTheGate(t *testing.T) {
 		s.SetGate(g)
 		var w sema.Waiter
 		served := make(chan error, 1) // the gate's timer or the expiry serves it, on either goroutine
-		acquired, err := s.AcquireFunc(&w, 1, func(err error) { served <- err })
+		acquired, err := s.AcquireFunc(&w, 1, func(_ *sema.Waiter, err error) { served <- err })
 		require.NoError(t, err)
 		require.False(t, acquired)
 		expired := make(chan bool, 1)
