@@ -33,12 +33,14 @@ import (
 // A call is one Do, Call or Submit from its start to its end. It knows nothing of fn's type, so
 // every step of its life is written once, for every entry point.
 type call struct {
-	l       *Limiter
-	ctx     context.Context // the caller's (Submit's)
-	mark    int64           // the mark of the slot's token, with a rate: it goes back if fn never starts
-	mk      window.Mark     // the adaptive limit's mark of the task's start
-	x       *extras         // what few calls need; nil unless the limiter stamps calls or has steps
-	slotted bool            // the call holds a slot
+	l        *Limiter
+	ctx      context.Context // the caller's (Submit's)
+	mark     int64           // the mark of the slot's token, with a rate: it goes back if fn never starts
+	mk       window.Mark     // the adaptive limit's mark of the task's start
+	x        *extras         // what few calls need; nil unless the limiter stamps calls or has steps
+	slotted  bool            // the call holds a slot
+	ran      bool            // fn returned (runHere: what its deferred function asks)
+	labelled bool            // runHere set this goroutine's pprof labels (Labels)
 }
 
 // extras are the parts of a call that only some limiters need, apart so that every other call
@@ -59,12 +61,11 @@ const (
 	refused             // fn never started: the call was refused on its way in
 )
 
-// begin counts a call in. It must be the first thing a call does.
-func (c *call) begin(l *Limiter, ctx context.Context) {
-	c.l, c.ctx = l, ctx
-	l.count.submitted.Add(1)
-	if !l.plain {
-		c.extend(l)
+// begin counts the call in (c.l and c.ctx set). It must be the first thing a call does.
+func (c *call) begin() {
+	c.l.count.submitted.Add(1)
+	if !c.l.plain {
+		c.extend(c.l)
 	}
 }
 
@@ -180,34 +181,35 @@ func refusal(err error) outcome {
 	return outCancelled
 }
 
-// decide returns the outcome and result of a call whose fn has ended as how says, with err, and
-// whether the result is fn's own (so is the value fn returned): a hold lost before fn returned
-// (a fleet lease) makes the result that hold's error, and a task timeout that fired first
-// (timedOut) makes it ErrTaskTimeout, whatever fn returned (unless it panicked); a Goexit is
-// Failed; otherwise nil is Completed, and an error is Cancelled once the caller's ctx (or its
-// Future, cancelled) was cancelled, else Failed — the rules of Stats.
-func (c *call) decide(h how, err error, timedOut, cancelled bool) (o outcome, fns bool, res error) {
-	if h == returned && err == nil && !timedOut && c.x == nil {
-		return outCompleted, true, nil // the common call: fn returned nil, holding nothing but its slot
+// decide sets the outcome and result of a call whose fn has ended as e.how says, having returned
+// e.fnErr, and whether the result overrides fn's (and fn's value with it): a hold lost before
+// fn returned (a fleet lease) makes the result that hold's error, and a task timeout that fired
+// first (e.timedOut) makes it ErrTaskTimeout, whatever fn returned (unless it panicked); a
+// Goexit is Failed; otherwise nil is Completed, and an error is Cancelled once the caller's ctx
+// (or its Future: cancelled) was cancelled, else Failed — the rules of Stats.
+func (c *call) decide(e *ending, cancelled bool) {
+	if e.fnErr == nil && c.x == nil && !e.timedOut { // fnErr is ErrGoexit for a Goexit, the panic for a panic
+		return // the common call, holding nothing but its slot: Completed, nil — e's zero values
 	}
-	return c.decideEach(h, err, timedOut, cancelled)
+	c.decideEach(e, cancelled)
 }
 
 // decideEach is decide, rule by rule.
-func (c *call) decideEach(h how, err error, timedOut, cancelled bool) (o outcome, fns bool, res error) {
-	switch {
-	case h == returned && c.lost() != nil:
-		return outFailed, false, c.lost()
-	case h == returned && timedOut:
-		return outTimedOut, false, ErrTaskTimeout
-	case h == goexited:
-		return outFailed, false, ErrGoexit
+func (c *call) decideEach(e *ending, cancelled bool) {
+	switch err := e.fnErr; {
+	case e.how == returned && c.lost() != nil:
+		e.o, e.overrides, e.err = outFailed, true, c.lost()
+	case e.how == returned && e.timedOut:
+		e.o, e.overrides, e.err = outTimedOut, true, ErrTaskTimeout
+	case e.how == goexited:
+		e.o, e.overrides, e.err = outFailed, true, ErrGoexit
 	case err == nil:
-		return outCompleted, true, nil
+		e.o, e.err = outCompleted, nil
 	case cancelled || c.ctx.Err() != nil:
-		return outCancelled, true, err
+		e.o, e.err = outCancelled, err
+	default:
+		e.o, e.err = outFailed, err
 	}
-	return outFailed, true, err
 }
 
 // left returns the outcome and result of a call whose caller leaves while its task runs on: by
@@ -228,15 +230,15 @@ func (c *call) left(tctx context.Context, cancelled bool) (outcome, error) {
 
 // An ending is how a call ended, for finish.
 type ending struct {
-	how      how
-	err      error       // the call's result
-	fns      bool        // it is what fn returned (and so is fn's value)
-	o        outcome     // its outcome, counted unless counted is set
-	counted  bool        // counted already: its caller left while fn ran, and the task overran
-	fnErr    error       // what fn returned, for the adaptive limit
-	timedOut bool        // the task timeout fired before fn returned, for the adaptive limit
-	pe       *PanicError // a panic to count and record
-	take     bool        // on a task goroutine that may run the queued task its slot goes to
+	err       error       // the call's result
+	fnErr     error       // what fn returned (ErrGoexit for a Goexit, the *PanicError for a panic)
+	pe        *PanicError // a panic to count and record
+	how       how
+	o         outcome // its outcome, counted unless counted is set
+	overrides bool    // the result is not what fn returned (nor fn's value the call's)
+	counted   bool    // counted already: its caller left while fn ran, and the task overran
+	timedOut  bool    // the task timeout fired before fn returned, for the adaptive limit
+	take      bool    // on a task goroutine that may run the queued task its slot goes to
 }
 
 // finish is the one sequence that ends every call, once its outcome is chosen. It gives back what
@@ -359,7 +361,8 @@ func Call[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, e
 // (or a lease is lost); a task still running then overruns.
 func runTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) (v T, err error) {
 	f := &Future[T]{fn: fn}
-	f.begin(l, ctx)
+	f.l, f.ctx = l, ctx
+	f.begin()
 	tctx, err := f.admitHere()
 	if err != nil {
 		return v, err
@@ -379,34 +382,39 @@ func runTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) (
 // of it), and ends the call. Uncontended on a plain limiter it allocates nothing: the call lives
 // on this stack.
 func runHere[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) (v T, err error) {
-	var c call
-	c.begin(l, ctx)
+	c := call{l: l, ctx: ctx}
+	c.begin()
 	tctx, err := c.admitHere()
 	if err != nil {
 		return v, err
 	}
-	tctx, labelled := l.labels.Enter(tctx) // with package inspect's Labels: loom.limiter, on this goroutine
+	if registry.LabelsOn() { // with package inspect's Labels: loom.limiter, on this goroutine
+		tctx, c.labelled = l.labels.Enter(tctx)
+	}
 	c.started()
-	normal := false
-	defer func() {
-		if labelled {
-			registry.RestoreLabels(ctx) // back to the caller's, as pprof.Do does
-		}
-		if !normal {
-			err = c.abortHere(recover())
-		}
-	}()
+	defer c.unwindHere(&err)
 	v, err = fn(tctx)
-	normal = true
+	c.ran = true
 	e := ending{how: returned, fnErr: err}
-	var fns bool
-	e.o, fns, e.err = c.decide(returned, err, false, false)
+	c.decide(&e, false)
 	c.finish(&e)
-	if !fns {
+	if e.overrides {
 		var zero T
 		v, err = zero, e.err // a lost lease: whatever fn returned is not to be trusted
 	}
 	return v, err
+}
+
+// unwindHere is runHere's deferred function: it puts the caller's pprof labels back and, if fn
+// did not return (recover tells a panic from runtime.Goexit), ends the call, setting the error
+// the call returns.
+func (c *call) unwindHere(err *error) {
+	if c.labelled {
+		registry.RestoreLabels(c.ctx) // back to the caller's, as pprof.Do does
+	}
+	if !c.ran {
+		*err = c.abortHere(recover())
+	}
 }
 
 // admitHere admits c on the caller's goroutine: a slot (and its token) from the FIFO queue, then
@@ -435,12 +443,12 @@ func (c *call) admitHere() (context.Context, error) {
 // abortHere ends a call whose fn, running on the caller's goroutine, panicked (r != nil) or
 // called runtime.Goexit (r == nil; the goroutine goes on ending after us).
 func (c *call) abortHere(r any) error {
-	e := ending{how: goexited}
+	e := ending{how: goexited, fnErr: ErrGoexit}
 	if r != nil {
 		e.pe = &PanicError{Value: r, Stack: debug.Stack()}
 		e.how, e.fnErr = panicked, e.pe
 	}
-	e.o, _, e.err = c.decide(e.how, e.fnErr, false, false)
+	c.decide(&e, false)
 	c.finish(&e)
 	return e.err
 }

@@ -49,7 +49,8 @@ func Submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T,
 // submit begins a task and puts it on its way: Submit, and Do and Call with a task timeout.
 func submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) *Future[T] {
 	f := &Future[T]{fn: fn}
-	f.begin(l, ctx)
+	f.l, f.ctx = l, ctx
+	f.begin()
 	f.enqueue(f)
 	return f
 }
@@ -89,13 +90,13 @@ func (f *Future[T]) run(tctx context.Context) (next runner) {
 			next = f.complete(&e)
 			return
 		}
-		e := f.exit(goexited, nil, nil, tctx)
+		e := f.exit(goexited, ErrGoexit, nil, tctx)
 		f.complete(&e) // the goroutine is ending: it takes no next task
 	}()
 	v, err := f.fn(tctx)
 	normal = true
 	e := f.exit(returned, err, nil, tctx)
-	if e.fns {
+	if !e.counted && !e.overrides {
 		f.val = v // the call's result is what fn returned
 	}
 	return f.complete(&e)

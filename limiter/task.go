@@ -365,7 +365,7 @@ func (t *task) exit(h how, err error, pe *PanicError, tctx context.Context) endi
 		if h == refused {
 			e.err, e.o = err, refusal(err)
 		} else {
-			e.o, e.fns, e.err = t.decide(h, err, e.timedOut, t.cancelled)
+			t.decide(&e, t.cancelled)
 		}
 		t.err, t.settled = e.err, true
 	}

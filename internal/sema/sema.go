@@ -264,18 +264,15 @@ func (s *Sema) invalid(n int64) error { return &WeightError{N: n, Capacity: s.ca
 // Acquire blocks until n permits are held, or ctx ends (ctx.Err(), holding nothing). n < 0 or
 // n > Capacity() fails at once with a *WeightError; n == 0 succeeds unless ctx is done.
 func (s *Sema) Acquire(ctx context.Context, n int64) error {
-	if n <= 0 || n > s.capacity.Load() {
-		return s.acquireOdd(ctx, n)
-	}
-	// ctx.Err rather than a select on ctx.Done: for the standard library's contexts it is one
-	// atomic load, and the fast path is a few nanoseconds.
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if ok, _ := s.admit(n, false); ok {
+	// The fast path, small enough to inline: one load, one compare-and-swap. word >= n > 0
+	// means nobody is queued (the offset makes a queued word hugely negative), and ctx.Err rather
+	// than a select on ctx.Done is one atomic load for the standard library's contexts. Anything
+	// else — a lost race included — takes the full path, which checks in the contract's order.
+	if word := s.state.Load(); n > 0 && word >= n && s.gate == nil && n <= s.capacity.Load() &&
+		ctx.Err() == nil && s.state.CompareAndSwap(word, word-n) {
 		return nil
 	}
-	_, _, err := s.acquireSlow(ctx, n, nil, false, 0)
+	_, err := s.AcquireMark(ctx, n, false, 0)
 	return err
 }
 
@@ -335,12 +332,25 @@ func (s *Sema) acquireOdd(ctx context.Context, n int64) error {
 
 // TryAcquire takes n permits if it can without waiting.
 func (s *Sema) TryAcquire(n int64) bool {
-	ok, _ := s.TryAcquireMark(n)
+	if word := s.state.Load(); n > 0 && word >= n && s.gate == nil && n <= s.capacity.Load() &&
+		s.state.CompareAndSwap(word, word-n) {
+		return true // the fast path, as Acquire's
+	}
+	ok, _ := s.tryAcquire(n)
 	return ok
 }
 
 // TryAcquireMark is TryAcquire that also returns the mark of the gate's pass (see AcquireMark).
 func (s *Sema) TryAcquireMark(n int64) (ok bool, mark int64) {
+	if word := s.state.Load(); n > 0 && word >= n && s.gate == nil && n <= s.capacity.Load() &&
+		s.state.CompareAndSwap(word, word-n) {
+		return true, 0 // the fast path, as Acquire's
+	}
+	return s.tryAcquire(n)
+}
+
+// tryAcquire is TryAcquireMark's full path.
+func (s *Sema) tryAcquire(n int64) (ok bool, mark int64) {
 	if n < 0 || n > s.capacity.Load() {
 		return false, 0
 	}
@@ -580,7 +590,17 @@ func (s *Sema) Cancel(w *Waiter) bool {
 
 // Release returns n permits and serves the queue in order. It panics if that would leave more
 // permits free than the capacity: more were released than held.
-func (s *Sema) Release(n int64) { s.release(n, false) }
+func (s *Sema) Release(n int64) {
+	// The fast path, small enough to inline: one addition, and nobody to serve, nothing to check.
+	if n > 0 && n <= MaxPermits {
+		if word := s.state.Add(n); word >= threshold && word <= s.capacity.Load() && !s.draining.Load() {
+			return
+		}
+		s.released(n, false)
+		return
+	}
+	s.release(n, false)
+}
 
 // ReleaseAndTake is Release that hands work over: if the permits serve a waiter that holds a
 // place for an owner (AcquireFor, AcquireFuncFor), the first such waiter in queue order is not
@@ -608,7 +628,14 @@ func (s *Sema) release(n int64, take bool) (owner any) {
 	if n > MaxPermits {
 		panic("semaphore: released more than held")
 	}
-	avail, queued := decode(s.state.Add(n))
+	s.state.Add(n)
+	return s.released(n, take)
+}
+
+// released is release once n permits are back in the word: it serves the queue, checks an
+// over-release, and tells Drained.
+func (s *Sema) released(n int64, take bool) (owner any) {
+	avail, queued := decode(s.state.Load())
 	suspect := avail > s.capacity.Load()
 	if !queued && !suspect {
 		if s.draining.Load() {
