@@ -69,23 +69,31 @@ func (c *call) slotHere() error {
 	}
 	region := registry.StartWait(ctx) // a trace region "loom.limiter.wait", while a trace records
 	mark, err := l.slots.AcquireMark(ctx, 1, l.cfg.acquireTimed, l.cfg.acquireTimeout)
-	l.waiting.Add(-1)
 	region.End()
+	if err != nil {
+		return l.queueErr(ctx, err)
+	}
+	c.mark, c.slotted = mark, true
+	return nil
+}
+
+// queueErr is the error of a call that got no slot from the queue: the queue's reason, or its
+// ctx's end.
+func (l *Limiter) queueErr(ctx context.Context, err error) error {
 	switch err {
-	case nil:
-		c.mark, c.slotted = mark, true
-		return nil
 	case sema.ErrTimeout:
 		return ErrAcquireTimeout
+	case sema.ErrFull:
+		return ErrTooManyWaiting
 	case ErrClosed:
 		return ErrClosed
 	}
-	return ctxErr(ctx) // ctx ended while we waited
+	return ctxErr(ctx) // ctx ended while it waited
 }
 
 // refusal returns why a call that found no free slot (or token) may not wait for one — closed,
-// an acquire timeout that allows no wait, a token that would come too late, no room among the
-// waiting calls — or nil, with its place among the waiting calls reserved.
+// an acquire timeout that allows no wait, a token that would come too late — or nil. (No room
+// among the waiting calls the queue says itself, under its lock: WithMaxWaiting holds exactly.)
 func (l *Limiter) refusal(ctx context.Context) error {
 	switch {
 	case l.closed.Load():
@@ -94,8 +102,6 @@ func (l *Limiter) refusal(ctx context.Context) error {
 		return ErrAcquireTimeout
 	case l.tokenTooLate(ctx):
 		return ErrAcquireTimeout
-	case !l.reserve():
-		return ErrTooManyWaiting
 	}
 	return nil
 }
@@ -108,7 +114,7 @@ func (l *Limiter) tokenTooLate(ctx context.Context) bool {
 		return false
 	}
 	limit, bounded := l.bound(ctx, l.cfg.acquireTimeout)
-	return bounded && l.rate.due(l.waiting.Load()+1) > limit
+	return bounded && l.rate.due(int64(l.slots.Waiting())+1) > limit
 }
 
 // bound returns how long a call may wait for a token: left of its acquire timeout, if it has
@@ -124,25 +130,6 @@ func (l *Limiter) bound(ctx context.Context, left time.Duration) (wait time.Dura
 	return wait, bounded
 }
 
-// reserve takes a place among the waiting calls, if WithMaxWaiting leaves one. The place is
-// taken before the caller queues, so the bound holds however many callers race for it.
-func (l *Limiter) reserve() bool {
-	limit := int64(l.cfg.maxWaiting)
-	if limit < 0 {
-		l.waiting.Add(1)
-		return true
-	}
-	for {
-		n := l.waiting.Load()
-		if n >= limit {
-			return false
-		}
-		if l.waiting.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
-
 // release gives a slot back; once Shutdown has begun, the slots' Drained tells it when the last
 // one is in.
 func (l *Limiter) release() { l.slots.Release(1) }
@@ -155,6 +142,5 @@ func (l *Limiter) releaseAndTake() runner {
 	if owner == nil {
 		return nil
 	}
-	l.waiting.Add(-1) // what granted would have done
 	return owner.(runner)
 }

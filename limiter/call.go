@@ -46,9 +46,18 @@ type call struct {
 // extras are the parts of a call that only some limiters need, apart so that every other call
 // (and every queued Submit) is smaller.
 type extras struct {
-	born  time.Duration // when the call began, after l.epoch (l.stamp)
-	start time.Duration // when its task started, after l.epoch (with a logger)
-	holds []hold        // what the steps after the slot took, in order
+	born      time.Duration      // when the call began, after l.epoch (l.stamp)
+	start     time.Duration      // when its task started, after l.epoch (with a logger)
+	holds     []hold             // what the steps after the slot took, in order
+	waitTrace registry.AsyncWait // a trace task "loom.limiter.wait" while a task queues, if a trace records
+}
+
+// extras returns the call's extras, made now if need be (a task queueing while a trace records).
+func (c *call) extras() *extras {
+	if c.x == nil {
+		c.x = &extras{}
+	}
+	return c.x
 }
 
 // How a call's function ended, for decide and finish.
@@ -361,20 +370,21 @@ func Call[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, e
 // (or a lease is lost); a task still running then overruns.
 func runTimed[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) (v T, err error) {
 	f := &Future[T]{fn: fn}
-	f.l, f.ctx = l, ctx
-	f.begin()
-	tctx, err := f.admitHere()
+	t := &f.t
+	t.l, t.ctx = l, ctx
+	t.begin()
+	tctx, err := t.admitHere()
 	if err != nil {
 		return v, err
 	}
-	tctx = f.launch(tctx)
+	tctx = t.launch(tctx)
 	go f.runLaunched(tctx)
 	<-tctx.Done()            // the timeout, ctx, a lost lease — or the task's own end, once delivered
-	f.onRunningDone(tctx)    // the caller leaves, unless the task has ended
-	if !f.delivered.Load() { // it ended just as the caller woke: its end is on the way
-		<-f.Done()
+	t.onRunningDone(tctx)    // the caller leaves, unless the task has ended
+	if !t.delivered.Load() { // it ended just as the caller woke: its end is on the way
+		<-t.doneChan()
 	}
-	return f.val, f.err
+	return f.val, t.err
 }
 
 // runHere is the place where fn runs on the caller's goroutine: Do and Call without a task

@@ -8,9 +8,9 @@ import (
 // A Future is the pending result of a task started by [Submit]. Its methods are safe for
 // concurrent use by multiple goroutines.
 type Future[T any] struct {
-	task // the part of its life that knows nothing of T (task.go)
-	fn   func(context.Context) (T, error)
-	val  T // fn's value, when the call's result is what fn returned; written before delivery
+	t   task // the part of its life that knows nothing of T (task.go)
+	fn  func(context.Context) (T, error)
+	val T // fn's value, when the call's result is what fn returned; written before delivery
 }
 
 // Submit starts fn with a slot of l and returns at once with its [Future]; it never blocks.
@@ -49,22 +49,22 @@ func Submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T,
 // submit begins a task and puts it on its way: Submit, and Do and Call with a task timeout.
 func submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) *Future[T] {
 	f := &Future[T]{fn: fn}
-	f.l, f.ctx = l, ctx
-	f.begin()
-	f.enqueue(f)
+	f.t.l, f.t.ctx = l, ctx
+	f.t.begin()
+	f.t.enqueue(f)
 	return f
 }
 
 // base is the runner's task.
-func (f *Future[T]) base() *task { return &f.task }
+func (f *Future[T]) base() *task { return &f.t }
 
 // runTask admits the task (its slot is held already) and runs it, on a task goroutine. It
 // returns a task handed to this goroutine to run next, if any.
 func (f *Future[T]) runTask(foreign bool) (next runner) {
-	tctx, err := f.start(foreign)
+	tctx, err := f.t.start(foreign)
 	if err != nil {
-		e := f.exit(refused, err, nil, nil)
-		return f.complete(&e)
+		e := f.t.exit(refused, err, nil, nil)
+		return f.t.complete(&e)
 	}
 	return f.run(tctx)
 }
@@ -78,7 +78,7 @@ func (f *Future[T]) runLaunched(tctx context.Context) { runTasks(f.run(tctx), tr
 // ends the task. The deferred function tells a panic (recover returns non-nil) from
 // runtime.Goexit (nil). It returns a task handed to this goroutine to run next, if any.
 func (f *Future[T]) run(tctx context.Context) (next runner) {
-	tctx = f.l.labels.Task(tctx, f.foreign) // loom.limiter with Labels; never another task's
+	tctx = f.t.l.labels.Task(tctx, f.t.foreign) // loom.limiter with Labels; never another task's
 	normal := false
 	defer func() {
 		if normal {
@@ -86,20 +86,20 @@ func (f *Future[T]) run(tctx context.Context) (next runner) {
 		}
 		if r := recover(); r != nil {
 			pe := &PanicError{Value: r, Stack: debug.Stack()}
-			e := f.exit(panicked, pe, pe, tctx)
-			next = f.complete(&e)
+			e := f.t.exit(panicked, pe, pe, tctx)
+			next = f.t.complete(&e)
 			return
 		}
-		e := f.exit(goexited, ErrGoexit, nil, tctx)
-		f.complete(&e) // the goroutine is ending: it takes no next task
+		e := f.t.exit(goexited, ErrGoexit, nil, tctx)
+		f.t.complete(&e) // the goroutine is ending: it takes no next task
 	}()
 	v, err := f.fn(tctx)
 	normal = true
-	e := f.exit(returned, err, nil, tctx)
+	e := f.t.exit(returned, err, nil, tctx)
 	if !e.counted && !e.overrides {
 		f.val = v // the call's result is what fn returned
 	}
-	return f.complete(&e)
+	return f.t.complete(&e)
 }
 
 // Wait waits for the task's result and returns what fn returned, or the error that completed
@@ -111,12 +111,12 @@ func (f *Future[T]) Wait(ctx context.Context) (T, error) {
 	if ctx == nil {
 		panic("limiter: Wait: nil context")
 	}
-	if f.delivered.Load() {
-		return f.val, f.err
+	if f.t.delivered.Load() {
+		return f.val, f.t.err
 	}
 	select {
 	case <-f.Done():
-		return f.val, f.err
+		return f.val, f.t.err
 	case <-ctx.Done():
 		var zero T
 		return zero, ctxErr(ctx)
@@ -124,7 +124,7 @@ func (f *Future[T]) Wait(ctx context.Context) (T, error) {
 }
 
 // Done returns a channel that is closed when the Future completes; Wait then returns at once.
-func (f *Future[T]) Done() <-chan struct{} { return f.task.doneChan() }
+func (f *Future[T]) Done() <-chan struct{} { return f.t.doneChan() }
 
 // Cancel cancels the task. A task still waiting for a slot is taken off the queue and never
 // runs; its Future completes with context.Canceled. A running task's context is cancelled, and
@@ -132,4 +132,4 @@ func (f *Future[T]) Done() <-chan struct{} { return f.task.doneChan() }
 // it returns (a task still waiting for what [WithFleet] or [WithFleetRate] grant stops waiting,
 // and never runs). Either way the call is counted Cancelled. On a completed Future, Cancel does
 // nothing. It never blocks for long and may be called any number of times.
-func (f *Future[T]) Cancel() { f.task.cancelTask() }
+func (f *Future[T]) Cancel() { f.t.cancelTask() }

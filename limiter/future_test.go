@@ -526,3 +526,51 @@ func TestQueuedSubmitMemory(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// A task whose ctx can never end, with no task timeout, runs under a context of the limiter's
+// own (no context.WithCancel per task): it carries the caller's values, is done once Future.Cancel
+// has been called (Err and Cause context.Canceled), and the contexts derived from it are done
+// with it, each without a goroutine of its own watching it.
+func TestTaskContextOfATaskOnlyCancelCanEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := limiter.New(1)
+		ctx := context.WithValue(context.Background(), ctxKey{}, "v") // no Done
+		derived := make(chan context.Context, 1)
+		var stoppedEarly, stoppedLate atomic.Bool
+		var ranEarly, ranLate atomic.Bool
+		f := limiter.Submit(ctx, l, func(ctx context.Context) (string, error) {
+			v, _ := ctx.Value(ctxKey{}).(string)
+			require.NoError(t, ctx.Err())
+			before := runtime.NumGoroutine()
+			child, cancel := context.WithCancel(ctx)
+			defer cancel()
+			timed, cancelTimed := context.WithTimeout(ctx, time.Hour)
+			defer cancelTimed()
+			stop := context.AfterFunc(ctx, func() { ranEarly.Store(true) })
+			stoppedEarly.Store(stop())
+			context.AfterFunc(ctx, func() { ranLate.Store(true) })
+			assert.Equal(t, before, runtime.NumGoroutine(), "derived contexts start no goroutine")
+			derived <- child
+			<-ctx.Done()
+			<-child.Done()
+			<-timed.Done()
+			assert.ErrorIs(t, ctx.Err(), context.Canceled)
+			assert.ErrorIs(t, context.Cause(ctx), context.Canceled)
+			assert.ErrorIs(t, context.Cause(child), context.Canceled)
+			stoppedLate.Store(stop())
+			return v, nil
+		})
+		child := <-derived
+		f.Cancel()
+		_, err := f.Wait(t.Context())
+		exactly(t, context.Canceled, err)
+		<-child.Done()
+		synctest.Wait()
+		assert.True(t, stoppedEarly.Load(), "stop before the cancel stops the function")
+		assert.False(t, ranEarly.Load())
+		assert.True(t, ranLate.Load(), "the function not stopped runs")
+		assert.False(t, stoppedLate.Load())
+		s := atRest(t, l)
+		assert.Equal(t, outcomes{Submitted: 1, Cancelled: 1}, outcomesOf(s))
+	})
+}

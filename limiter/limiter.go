@@ -39,7 +39,6 @@ type Limiter struct {
 	closing  context.Context
 	closeAll context.CancelCauseFunc
 
-	waiting     atomic.Int64 // calls waiting for a slot; reserved before queueing, see reserve
 	overrunning atomic.Int64 // tasks holding a slot after their call ended
 	shutdown    sync.Once    // closes slots, once
 
@@ -70,6 +69,7 @@ func New(limit int, opts ...Option) *Limiter {
 		l.closing, l.closeAll = context.WithCancelCause(context.Background())
 	}
 	l.slots.Init(int64(limit), true)
+	l.slots.SetMaxWaiting(c.maxWaiting) // WithMaxWaiting, kept by the queue itself: exact under any race
 	if c.perSecond > 0 {
 		l.rate = newTokens(c.perSecond, c.burst)
 		l.slots.SetGate(l.rate)

@@ -117,7 +117,7 @@ func (l *Limiter) Stats() Stats {
 	s.Panicked = c.panicked.Load()
 	s.Submitted = c.submitted.Load()
 	s.Overrunning = int(l.overrunning.Load())
-	s.Waiting = int(l.waiting.Load())
+	s.Waiting = l.slots.Waiting()
 	if l.rate != nil && l.slots.GateHeld() {
 		s.RateWaiting = s.Waiting
 	}

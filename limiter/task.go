@@ -63,10 +63,10 @@ type task struct {
 	foreign   bool               // its goroutine may carry another task's pprof labels (see runner)
 	leftAs    outcome            // what the call was counted as when its caller left (see overrunLocked)
 	done      chan struct{}      // made by the first Done before delivery
-	cancel    context.CancelFunc // ends the task's context, and the steps' wait (running)
+	cancel    context.CancelFunc // ends the task's context, and the steps' wait (running); nil: the task is its context
 	stop      func() bool        // stops the watcher: of ctx (queued) or of the task's context (running)
 	timer     *time.Timer        // the acquire timeout, while queued
-	waitTrace registry.AsyncWait // a trace task "loom.limiter.wait" while it queues, if a trace records
+	cx        *ctxState          // the task's context's, once asked for (the task as its context)
 	err       error
 }
 
@@ -111,21 +111,31 @@ func (t *task) enqueue(r runner) {
 		t.refuseUnqueued(err)
 		return
 	}
-	// Hold t.mu while queueing and arming the watchers: a grant can come from another goroutine
-	// the moment we are queued, and start waits for t.mu.
-	t.mu.Lock()
+	if aw := registry.StartAsyncWait(ctx); aw != (registry.AsyncWait{}) {
+		t.extras().waitTrace = aw // before queueing: nobody else sees t yet
+	}
+	// With watchers to arm, hold t.mu while queueing and arming them: a grant can come from
+	// another goroutine the moment we are queued, and start waits for t.mu. Without (ctx has no
+	// Done, no acquire timeout), nothing is left to do once queued.
+	watch := ctx.Done() != nil || l.cfg.acquireTimed
+	if watch {
+		t.mu.Lock()
+	}
 	acquired, err := l.slots.AcquireFuncFor(&t.w, 1, r, granted)
 	if acquired || err != nil {
-		l.waiting.Add(-1)
-		t.mu.Unlock()
+		if watch {
+			t.mu.Unlock()
+		}
 		if err != nil {
-			t.refuseUnqueued(ErrClosed) // the only way AcquireFunc fails for one permit
+			t.refuseUnqueued(l.queueErr(ctx, err)) // closed, or full: one permit is never too many
 			return
 		}
 		go runTasks(r, false)
 		return
 	}
-	t.waitTrace = registry.StartAsyncWait(ctx)
+	if !watch {
+		return
+	}
 	if ctx.Done() != nil {
 		t.stop = context.AfterFunc(ctx, t.onQueuedDone)
 	}
@@ -141,7 +151,6 @@ func (t *task) enqueue(r runner) {
 func granted(w *sema.Waiter, err error) {
 	r := w.Owner().(runner)
 	t := r.base()
-	t.l.waiting.Add(-1)
 	if err == nil {
 		go runTasks(r, true) // started from the releasing goroutine, maybe another task's
 		return
@@ -178,7 +187,6 @@ func (t *task) leaveQueue(err error, expired bool) {
 		t.mu.Unlock()
 		return
 	}
-	t.l.waiting.Add(-1)
 	t.settleUnqueuedLocked(err)
 	t.mu.Unlock()
 	t.refused(err)
@@ -195,8 +203,7 @@ func (t *task) refuseUnqueued(err error) {
 // settleUnqueuedLocked settles the result of a task that never got a slot, and stops what waited
 // with it. t.mu is held.
 func (t *task) settleUnqueuedLocked(err error) {
-	t.waitTrace.End()
-	t.waitTrace = registry.AsyncWait{}
+	t.endWaitTrace()
 	t.phase, t.err, t.settled = phaseExited, err, true
 	if t.stop != nil {
 		t.stop()
@@ -222,8 +229,7 @@ func (t *task) start(foreign bool) (context.Context, error) {
 	l := t.l
 	t.mu.Lock()
 	t.slotted, t.mark, t.foreign = true, t.w.Mark(), foreign
-	t.waitTrace.End()
-	t.waitTrace = registry.AsyncWait{}
+	t.endWaitTrace()
 	if t.timer != nil {
 		t.timer.Stop()
 		t.timer = nil
@@ -244,9 +250,12 @@ func (t *task) start(foreign bool) (context.Context, error) {
 	// lease) and the task timeout.
 	var tctx context.Context
 	d := l.cfg.taskTimeout
-	if len(l.steps) == 0 && d > 0 {
+	switch {
+	case !t.watched():
+		tctx = t // only Cancel can end it: the task is its context, and no WithCancel is paid for
+	case len(l.steps) == 0 && d > 0:
 		tctx, t.cancel = context.WithTimeoutCause(t.ctx, d, ErrTaskTimeout)
-	} else {
+	default:
 		tctx, t.cancel = context.WithCancel(t.ctx)
 	}
 	t.phase = phaseRunning
@@ -256,11 +265,13 @@ func (t *task) start(foreign bool) (context.Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
-	cancelled := t.cancelled
-	t.mu.Unlock()
-	if cancelled {
-		return nil, context.Canceled // Cancel came as the task was admitted: it never runs
+	if len(l.steps) > 0 {
+		t.mu.Lock()
+		cancelled := t.cancelled
+		t.mu.Unlock()
+		if cancelled {
+			return nil, context.Canceled // Cancel came while the steps admitted the task: it never runs
+		}
 	}
 	if len(l.steps) > 0 && d > 0 {
 		var stopTimer context.CancelFunc
@@ -289,6 +300,14 @@ func (t *task) launch(tctx context.Context) context.Context {
 	tctx, t.cancel = context.WithTimeoutCause(tctx, t.l.cfg.taskTimeout, ErrTaskTimeout)
 	t.started()
 	return tctx
+}
+
+// endWaitTrace ends the trace task of the wait in the queue, if one was begun. t.mu is held.
+func (t *task) endWaitTrace() {
+	if t.x != nil {
+		t.x.waitTrace.End()
+		t.x.waitTrace = registry.AsyncWait{}
+	}
 }
 
 // watched reports whether anything but Cancel (which settles the task itself) may end the
@@ -337,6 +356,9 @@ func (t *task) cancelTask() {
 		o, err := t.left(t.ctx, true)
 		t.overrunLocked(o, err)
 		cancel := t.cancel
+		if cancel == nil {
+			cancel = t.cancelOwn // the task is its context (see start)
+		}
 		t.mu.Unlock()
 		cancel()
 		t.l.tally(o)
@@ -352,8 +374,8 @@ func (t *task) cancelTask() {
 // context, nil for a task that never ran.
 func (t *task) exit(h how, err error, pe *PanicError, tctx context.Context) ending {
 	e := ending{how: h, fnErr: err, pe: pe, take: h != goexited}
-	if tctx != nil {
-		e.timedOut = context.Cause(tctx) == ErrTaskTimeout // before our own cancel, below
+	if tctx != nil && t.l.cfg.taskTimeout > 0 {
+		e.timedOut = context.Cause(tctx) == ErrTaskTimeout // before the task's context ends (complete)
 	}
 	t.mu.Lock()
 	t.phase = phaseExited

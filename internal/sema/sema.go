@@ -37,6 +37,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 const (
@@ -51,6 +52,10 @@ const (
 // ErrTimeout is returned when a timed acquire runs out of time. The public packages translate it
 // into their own errors.
 var ErrTimeout = errors.New("sema: timed out")
+
+// ErrFull is returned for a request that would have to queue while as many wait as
+// [Sema.SetMaxWaiting] allows.
+var ErrFull = errors.New("sema: too many waiting")
 
 // A WeightError is returned for a request that can never be served: n < 0 or n above the
 // capacity, at the call or after a shrink while it waited.
@@ -109,27 +114,22 @@ type Gate interface {
 // or [Sema.Init].
 type Sema struct {
 	// state is written by every acquire and release, on every core; the fields the fast paths
-	// only read (capacity, fair, draining, gate) sit on another cache line, so that a write of
+	// only read (capacity, fair, draining, gate) sit on a line of their own, so that a write of
 	// state by one core does not also make the next acquire on another miss on them
-	// (BenchmarkContended, 2 goroutines on capacity 4: 103 ns without the padding, 69 ns with).
-	_        [cacheLine]byte
-	state    atomic.Int64 // free permits, offset by -bias while anyone is queued
-	_        [cacheLine - 8]byte
-	capacity atomic.Int64 // written only by SetCapacity, under mu
-	waiting  atomic.Int64 // queue length, for Waiting without the lock
-	fair     bool
-	ready    bool      // set by Init: a zero Sema is not usable
-	stamp    bool      // waiters note when they queued, for OldestWaiting (a clock read per queued wait)
-	epoch    time.Time // with stamp: the base of the waiters' since
-
-	draining atomic.Bool // Close has run: every release looks whether all permits are back
-
-	gate     Gate        // set by SetGate before use; nil: permits alone decide
-	gateHeld atomic.Bool // the head waits for the gate, not for permits
+	// (BenchmarkContended, 2 goroutines on capacity 4: 103 ns without the padding, 69 ns with);
+	// and the fields written under mu (the queue, its length) on another, so that a queueing
+	// waiter does not either.
+	_     [cacheLine]byte
+	state atomic.Int64 // free permits, offset by -bias while anyone is queued
+	_     [cacheLine - 8]byte
+	readMostly
+	_ [cacheLine - unsafe.Sizeof(readMostly{})%cacheLine]byte
 
 	mu         sync.Mutex
 	head, tail *Waiter
-	gateTimer  *time.Timer // wakes the queue when the gate opens; armed while gateArmed
+	waiting    atomic.Int64 // queue length, written under mu, for Waiting without the lock
+	gateHeld   atomic.Bool  // the head waits for the gate, not for permits
+	gateTimer  *time.Timer  // wakes the queue when the gate opens; armed while gateArmed
 	gateArmed  bool
 	closed     error                  // set by Close: every request that would queue fails with it
 	drained    chan struct{}          // made by Close; closed once every permit is back
@@ -138,6 +138,22 @@ type Sema struct {
 	free       *Waiter                // recycled blocking waiters, linked through next
 	nfree      int                    // length of free, at most maxFree
 }
+
+// readMostly are the fields of a Sema that its fast paths read and almost nothing writes: on a
+// cache line of their own.
+type readMostly struct {
+	capacity   atomic.Int64 // written only by SetCapacity, under mu
+	maxWaiting int64        // set by SetMaxWaiting before use; < 0: no bound
+	gate       Gate         // set by SetGate before use; nil: permits alone decide
+	epoch      time.Time    // with stamp: the base of the waiters' since
+	draining   atomic.Bool  // Close has run: every release looks whether all permits are back
+	fair       bool
+	ready      bool // set by Init: a zero Sema is not usable
+	stamp      bool // waiters note when they queued, for OldestWaiting (a clock read per queued wait)
+}
+
+// The read-mostly fields fit one cache line.
+var _ = [1]struct{}{}[unsafe.Sizeof(readMostly{})/(cacheLine+1)]
 
 // cacheLine is the size of a cache line on the machines loom is measured on (x86-64, arm64).
 const cacheLine = 64
@@ -162,7 +178,7 @@ func (s *Sema) Init(permits int64, fair bool) {
 	if permits > MaxPermits {
 		panic(fmt.Sprintf("semaphore: New: capacity %d above the maximum %d", permits, int64(MaxPermits)))
 	}
-	s.fair, s.ready = fair, true
+	s.fair, s.ready, s.maxWaiting = fair, true, -1
 	s.state.Store(permits)
 	s.capacity.Store(permits)
 }
@@ -185,6 +201,12 @@ func (s *Sema) OldestWaiting() time.Duration {
 	}
 	return time.Since(s.epoch) - s.head.since
 }
+
+// SetMaxWaiting bounds the queue: a request that would have to queue while n wait fails with
+// ErrFull at once (n == 0: nothing ever waits); n < 0, the default, bounds nothing. The bound is
+// checked under the queue's lock, so it holds exactly however many requests race for the last
+// place. Call it before s is used.
+func (s *Sema) SetMaxWaiting(n int) { s.maxWaiting = int64(n) }
 
 // SetGate makes g a second condition for every grant; see [Gate]. Call it before s is used.
 func (s *Sema) SetGate(g Gate) { s.gate = g }
@@ -541,6 +563,10 @@ func (s *Sema) queue(n int64, w *Waiter, owner any, fn func(*Waiter, error)) (_ 
 		err := s.closed
 		s.mu.Unlock()
 		return nil, 0, err
+	}
+	if s.maxWaiting >= 0 && s.waiting.Load() >= s.maxWaiting {
+		s.mu.Unlock()
+		return nil, 0, ErrFull
 	}
 	if w == nil {
 		w = s.node()

@@ -357,3 +357,35 @@ func TestExpireLeavesTheQueue(t *testing.T) {
 	s.Release(2)
 	assert.Equal(t, int64(2), s.Available())
 }
+
+// SetMaxWaiting bounds the queue exactly: a request that would be one more fails with ErrFull at
+// once, blocking or callback; one that finds free permits is not a waiter and is served.
+func TestSetMaxWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := sema.New(1, true)
+		s.SetMaxWaiting(2)
+		require.NoError(t, s.Acquire(t.Context(), 1))
+		var a, b, c sema.Waiter
+		var got []string
+		_, err := s.AcquireFunc(&a, 1, record(&got, "a"))
+		require.NoError(t, err)
+		_, err = s.AcquireFunc(&b, 1, record(&got, "b"))
+		require.NoError(t, err)
+		_, err = s.AcquireFunc(&c, 1, record(&got, "c"))
+		require.ErrorIs(t, err, sema.ErrFull)
+		require.ErrorIs(t, s.Acquire(t.Context(), 1), sema.ErrFull)
+		assert.Equal(t, 2, s.Waiting())
+		require.True(t, s.Cancel(&b))
+		_, err = s.AcquireFunc(&c, 1, record(&got, "c"))
+		require.NoError(t, err, "a place came free")
+		s.Release(1)
+		s.Release(1)
+		assert.Equal(t, []string{"a", "c"}, got)
+		s.Release(1)
+		assert.Equal(t, int64(1), s.Available())
+		z := sema.New(1, true)
+		z.SetMaxWaiting(0)
+		require.NoError(t, z.Acquire(t.Context(), 1), "free permits: no waiting")
+		require.ErrorIs(t, z.AcquireTimeout(t.Context(), 1, time.Hour), sema.ErrFull, "nothing ever waits")
+	})
+}
