@@ -286,17 +286,20 @@ func (s *Sema) invalid(n int64) error { return &WeightError{N: n, Capacity: s.ca
 // Acquire blocks until n permits are held, or ctx ends (ctx.Err(), holding nothing). n < 0 or
 // n > Capacity() fails at once with a *WeightError; n == 0 succeeds unless ctx is done.
 func (s *Sema) Acquire(ctx context.Context, n int64) error {
-	// The fast path, small enough to inline: one load, one compare-and-swap. word >= n > 0
+	// The fast path, in this one call: one load, one compare-and-swap. word >= n > 0
 	// means nobody is queued (the offset makes a queued word hugely negative), and ctx.Err rather
 	// than a select on ctx.Done is one atomic load for the standard library's contexts. Anything
 	// else — a lost race included — takes the full path, which checks in the contract's order.
-	if word := s.state.Load(); n > 0 && word >= n && s.gate == nil && n <= s.capacity.Load() &&
-		ctx.Err() == nil && s.state.CompareAndSwap(word, word-n) {
-		return nil
+	if n > 0 && ctx.Err() == nil { // first, so that no value is live across the call
+		if word := s.state.Load(); word >= n && s.gate == nil && n <= s.capacity.Load() &&
+			s.state.CompareAndSwap(word, word-n) {
+			return nil
+		}
 	}
 	_, err := s.AcquireMark(ctx, n, false, 0)
 	return err
 }
+
 
 // AcquireTimeout is Acquire that gives up with ErrTimeout after d. With d <= 0 it never waits.
 func (s *Sema) AcquireTimeout(ctx context.Context, n int64, d time.Duration) error {
@@ -617,7 +620,8 @@ func (s *Sema) Cancel(w *Waiter) bool {
 // Release returns n permits and serves the queue in order. It panics if that would leave more
 // permits free than the capacity: more were released than held.
 func (s *Sema) Release(n int64) {
-	// The fast path, small enough to inline: one addition, and nobody to serve, nothing to check.
+	// The fast path: one addition, and nobody to serve, nothing to check. (Not small enough to
+	// inline; semaphore's Release is, so a Release costs one call.)
 	if n > 0 && n <= MaxPermits {
 		if word := s.state.Add(n); word >= threshold && word <= s.capacity.Load() && !s.draining.Load() {
 			return
