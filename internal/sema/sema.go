@@ -300,7 +300,6 @@ func (s *Sema) Acquire(ctx context.Context, n int64) error {
 	return err
 }
 
-
 // AcquireTimeout is Acquire that gives up with ErrTimeout after d. With d <= 0 it never waits.
 func (s *Sema) AcquireTimeout(ctx context.Context, n int64, d time.Duration) error {
 	_, err := s.AcquireMark(ctx, n, true, d)
