@@ -145,23 +145,30 @@ func ExampleWhenUnavailable() {
 }
 
 // A backend that loses its data (a Redis restarted without persistence): the permit held across
-// the loss registers again on its next renewal, and new permits wait one lease TTL, so the bound
-// holds throughout.
+// the loss registers again, and new permits wait one lease TTL, so the bound holds throughout.
+// The pause is in Stats (and logged once, with its reason).
 func ExampleMemory_Restart() {
 	backend := fleet.NewMemory()
-	sem := fleet.New(backend, "api", 1, fleet.WithLease(time.Second), fleet.WithLogger(nil))
+	sem := fleet.New(backend, "api", 2, fleet.WithLease(time.Second), fleet.WithLogger(nil))
 	defer sem.Close()
 	p, _ := sem.Acquire(context.Background(), 1)
 
 	backend.Restart()
 	fmt.Println("held on the backend after the loss:", backend.Held("api"))
-	time.Sleep(400 * time.Millisecond) // a renewal (every TTL/3)
-	fmt.Println("held after the next renewal:", backend.Held("api"))
+	_, err := sem.AcquireTimeout(context.Background(), 1, 0) // sees the loss
+	fmt.Println("a new permit at once:", err)
+	fmt.Println("paused:", !sem.Stats().PausedUntil.IsZero())
+	for backend.Held("api") == 0 { // seeing the loss, the holder renews at once: it registers again
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Println("held after the renewal:", backend.Held("api"))
 	fmt.Println("still ours:", p.Context().Err() == nil)
 	p.Release()
 	// Output:
 	// held on the backend after the loss: 0
-	// held after the next renewal: 1
+	// a new permit at once: fleet: acquire timed out
+	// paused: true
+	// held after the renewal: 1
 	// still ours: true
 }
 
@@ -224,4 +231,142 @@ func ExampleRate_Wait() {
 	}
 	fmt.Println("three starts took at least 40ms:", time.Since(start) >= 40*time.Millisecond)
 	// Output: three starts took at least 40ms: true
+}
+
+// Close gives back every permit the Semaphore holds, in one round trip, and fails its waiters;
+// the permits' contexts say why.
+func ExampleSemaphore_Close() {
+	backend := fleet.NewMemory()
+	sem := fleet.New(backend, "api", 2, fleet.WithLease(time.Second))
+	p, _ := sem.Acquire(context.Background(), 2)
+	fmt.Println("held:", backend.Held("api"))
+	fmt.Println("close:", sem.Close())
+	fmt.Println("held:", backend.Held("api"))
+	fmt.Println("the permit's cause:", context.Cause(p.Context()))
+	_, err := sem.Acquire(context.Background(), 1)
+	fmt.Println("acquire after close:", err)
+	// Output:
+	// held: 2
+	// close: <nil>
+	// held: 0
+	// the permit's cause: fleet: lease lost: fleet: semaphore closed
+	// acquire after close: fleet: semaphore closed
+}
+
+// A guarded resource keeps the largest token it has seen and refuses smaller ones: a holder whose
+// lease was lost without its knowing carries a smaller token than whoever was admitted after it.
+func ExamplePermit_Token() {
+	sem := fleet.New(fleet.NewMemory(), "db", 1, fleet.WithLease(time.Second))
+	defer sem.Close()
+	var newest uint64
+	write := func(token uint64) error {
+		if token < newest {
+			return errors.New("refused: a newer holder exists")
+		}
+		newest = token
+		return nil
+	}
+	first, _ := sem.Acquire(context.Background(), 1)
+	stale := first.Token()
+	first.Release()
+	second, _ := sem.Acquire(context.Background(), 1)
+	fmt.Println("second writes:", write(second.Token()))
+	fmt.Println("first, late, writes:", write(stale))
+	second.Release()
+	// Output:
+	// second writes: <nil>
+	// first, late, writes: refused: a newer holder exists
+}
+
+// A release that cannot reach the backend returns at once; the Semaphore gives the permit back
+// once the backend answers again.
+func ExamplePermit_Release() {
+	backend := fleet.NewMemory()
+	sem := fleet.New(backend, "api", 1, fleet.WithLease(time.Minute), fleet.WithLogger(nil))
+	defer sem.Close()
+	p, _ := sem.Acquire(context.Background(), 1)
+	backend.SetDown(true)
+	p.Release() // the backend is down: retried in the background
+	fmt.Println("held on the backend while it is down:", backend.Held("api"))
+	backend.SetDown(false)
+	for backend.Held("api") != 0 { // the retry comes within a second
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Println("held once it is back:", backend.Held("api"))
+	// Output:
+	// held on the backend while it is down: 1
+	// held once it is back: 0
+}
+
+// A frozen backend (a Redis stopped with SIGSTOP) costs a timed Acquire its time, not the
+// client's timeout.
+func ExampleMemory_Freeze() {
+	backend := fleet.NewMemory()
+	sem := fleet.New(backend, "api", 1, fleet.WithLease(time.Second), fleet.WithLogger(nil))
+	defer sem.Close()
+	backend.Freeze(true)
+	_, err := sem.AcquireTimeout(context.Background(), 1, 50*time.Millisecond)
+	fmt.Println(err)
+	backend.Freeze(false)
+	p, err := sem.Acquire(context.Background(), 1)
+	fmt.Println("thawed:", err)
+	p.Release()
+	// Output:
+	// fleet: acquire timed out
+	// thawed: <nil>
+}
+
+// A backend brought back from an older snapshot (an RDB taken before the last grant) lacks a
+// lease still held: nothing is admitted beside it, and the holder's lease registers again.
+func ExampleMemory_Restore() {
+	backend := fleet.NewMemory()
+	a := fleet.New(backend, "api", 1, fleet.WithLease(time.Second), fleet.WithLogger(nil))
+	b := fleet.New(backend, "api", 1, fleet.WithLease(time.Second), fleet.WithLogger(nil))
+	defer a.Close()
+	defer b.Close()
+	snap := backend.Snapshot() // nothing held yet
+	p, _ := a.Acquire(context.Background(), 1)
+	backend.Restore(snap)
+	fmt.Println("held on the restored backend:", backend.Held("api"))
+	_, err := b.AcquireTimeout(context.Background(), 1, 0)
+	fmt.Println("another process at once:", err)
+	for backend.Held("api") == 0 { // the holder registers again
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Println("held again:", backend.Held("api"), "- still a's:", p.Context().Err() == nil)
+	p.Release()
+	// Output:
+	// held on the restored backend: 0
+	// another process at once: fleet: acquire timed out
+	// held again: 1 - still a's: true
+}
+
+func ExampleDegrade() {
+	backend := fleet.NewMemory()
+	sem := fleet.New(backend, "api", 10, fleet.WithLogger(nil),
+		fleet.WhenUnavailable(fleet.Degrade(2))) // 2 per process while the backend is down, leases included
+	defer sem.Close()
+	held, _ := sem.Acquire(context.Background(), 1) // a lease
+	backend.SetDown(true)
+	p, err := sem.Acquire(context.Background(), 1)
+	fmt.Println("degraded:", err, p.Degraded())
+	_, err = sem.AcquireTimeout(context.Background(), 1, 10*time.Millisecond)
+	fmt.Println("a third (the lease counts):", err)
+	p.Release()
+	held.Release()
+	// Output:
+	// degraded: <nil> true
+	// a third (the lease counts): fleet: acquire timed out
+}
+
+func ExampleRate_Allow() {
+	rate := fleet.NewRate(fleet.NewMemory(), "api", 1, 2) // one a second, bursts of 2
+	for range 3 {
+		ok, err := rate.Allow(context.Background())
+		fmt.Println(ok, err)
+	}
+	// Output:
+	// true <nil>
+	// true <nil>
+	// false <nil>
 }

@@ -519,3 +519,35 @@ func TestGuaranteeRoundTripsDoNotGrowWithLocalWaiters(t *testing.T) {
 	assert.Less(t, sixteen, 4.0)
 	assert.Less(t, sixteen, one+1.5)
 }
+
+// 9. Round trips under contention: about one per permit — the release that frees a permit grants
+// it (and pushes the grant), and the releasing process's next waiter rides on that release. (With
+// tasks longer than a ride's wait of 2 ms, a ride gives up before the next release and the head
+// asks by itself: two per permit.)
+func TestGuaranteeRoundTripsUnderContentionAboutOnePerPermit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := fleet.NewMemory()
+		var wg sync.WaitGroup
+		var permits atomic.Int64
+		for range 4 {
+			s := newSem(t, m, "api", 4)
+			for range 4 {
+				wg.Go(func() {
+					for range 50 {
+						p, err := s.Acquire(t.Context(), 1)
+						if !assert.NoError(t, err) {
+							return
+						}
+						permits.Add(1)
+						time.Sleep(time.Millisecond) // within rideWait: the next release comes before a ride gives up
+						p.Release()
+					}
+				})
+			}
+		}
+		wg.Wait()
+		perPermit := float64(m.RoundTrips()) / float64(permits.Load())
+		t.Logf("4 processes × 4 workers, capacity 4: %.2f round trips per permit", perPermit)
+		assert.Less(t, perPermit, 1.3)
+	})
+}

@@ -54,16 +54,17 @@ func (h *health) failed(err error) {
 	}
 }
 
-// ok records a successful call.
-func (h *health) ok() {
+// ok records a successful call, and reports whether it ended an outage.
+func (h *health) ok() bool {
 	if !h.down.Load() || !h.down.CompareAndSwap(true, false) {
-		return
+		return false
 	}
 	if h.logger != nil {
 		down := time.Duration(time.Now().UnixNano() - h.since.Load())
 		h.logger.LogAttrs(context.Background(), slog.LevelInfo, "fleet: backend available again",
 			slog.String(h.what, h.name), slog.Duration("down", down))
 	}
+	return true
 }
 
 // lastErr is the error of the last failed call.

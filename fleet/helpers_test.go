@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/fleet/fleetdriver"
 )
 
 const ttl = time.Second // the shortest lease: tests run under synctest, or want expiries soon
@@ -29,11 +30,28 @@ func newSem(t testing.TB, b fleet.Backend, name string, capacity int64, opts ...
 // reach the backend but lose their replies; deaf drops every wake-up message; slow makes every
 // Acquire's reply take that long (nanoseconds) after the backend decided.
 type partition struct {
-	b    fleet.Backend
-	cut  atomic.Bool
-	lose atomic.Int32
-	deaf atomic.Bool
-	slow atomic.Int64
+	b     fleet.Backend
+	cut   atomic.Bool
+	lose  atomic.Int32
+	deaf  atomic.Bool
+	slow  atomic.Int64
+	nosub atomic.Bool // every Subscribe fails: grants are never pushed to it
+
+	mu    sync.Mutex
+	stops []func() // the subscriptions made through it
+}
+
+// kill cuts the process off for good, as if it died: every call fails, and its subscriptions end
+// (a dead process's connections close, so the backend knows nobody listens there any more).
+func (p *partition) kill() {
+	p.cut.Store(true)
+	p.mu.Lock()
+	stops := p.stops
+	p.stops = nil
+	p.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
 }
 
 var errCut = errors.New("partition: cut")
@@ -60,65 +78,74 @@ func (p *partition) lost() bool {
 
 var errLostReply = errors.New("partition: reply lost")
 
-func (p *partition) Acquire(ctx context.Context, req fleet.AcquireRequest) (fleet.AcquireReply, error) {
+func (p *partition) Acquire(ctx context.Context, req fleetdriver.AcquireRequest) (fleetdriver.AcquireReply, error) {
 	if err := p.fail(); err != nil {
-		return fleet.AcquireReply{}, err
+		return fleetdriver.AcquireReply{}, err
 	}
 	r, err := p.b.Acquire(ctx, req)
 	if d := p.slow.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
 	if err == nil && p.lost() {
-		return fleet.AcquireReply{}, errLostReply
+		return fleetdriver.AcquireReply{}, errLostReply
 	}
 	return r, err
 }
 
-func (p *partition) Renew(ctx context.Context, req fleet.RenewRequest) (fleet.RenewReply, error) {
+func (p *partition) Renew(ctx context.Context, req fleetdriver.RenewRequest) (fleetdriver.RenewReply, error) {
 	if err := p.fail(); err != nil {
-		return fleet.RenewReply{}, err
+		return fleetdriver.RenewReply{}, err
 	}
 	r, err := p.b.Renew(ctx, req)
 	if err == nil && p.lost() {
-		return fleet.RenewReply{}, errLostReply
+		return fleetdriver.RenewReply{}, errLostReply
 	}
 	return r, err
 }
 
-func (p *partition) Release(ctx context.Context, name string, leases []fleet.Lease) error {
+func (p *partition) Release(ctx context.Context, req fleetdriver.ReleaseRequest) (fleetdriver.ReleaseReply, error) {
 	if err := p.fail(); err != nil {
-		return err
+		return fleetdriver.ReleaseReply{}, err
 	}
-	err := p.b.Release(ctx, name, leases)
+	r, err := p.b.Release(ctx, req)
 	if err == nil && p.lost() {
-		return errLostReply
+		return fleetdriver.ReleaseReply{}, errLostReply
 	}
-	return err
+	return r, err
 }
 
-func (p *partition) Subscribe(ctx context.Context, name string, wake func(string)) (func(), error) {
+func (p *partition) Subscribe(ctx context.Context, name, inst string, deliver func(fleetdriver.Lease)) (func(), error) {
 	if err := p.fail(); err != nil {
 		return nil, err
 	}
-	return p.b.Subscribe(ctx, name, func(id string) {
+	if p.nosub.Load() {
+		return nil, errCut
+	}
+	stop, err := p.b.Subscribe(ctx, name, inst, func(g fleetdriver.Lease) {
 		if !p.deaf.Load() && !p.cut.Load() {
-			wake(id)
+			deliver(g)
 		}
 	})
+	if err == nil {
+		p.mu.Lock()
+		p.stops = append(p.stops, stop)
+		p.mu.Unlock()
+	}
+	return stop, err
 }
 
-func (p *partition) Reserve(ctx context.Context, req fleet.RateRequest) (fleet.RateReply, error) {
+func (p *partition) Reserve(ctx context.Context, req fleetdriver.RateRequest) (fleetdriver.RateReply, error) {
 	if err := p.fail(); err != nil {
-		return fleet.RateReply{}, err
+		return fleetdriver.RateReply{}, err
 	}
 	r, err := p.b.Reserve(ctx, req)
 	if err == nil && p.lost() {
-		return fleet.RateReply{}, errLostReply
+		return fleetdriver.RateReply{}, errLostReply
 	}
 	return r, err
 }
 
-func (p *partition) CancelReservation(ctx context.Context, req fleet.RateCancel) error {
+func (p *partition) CancelReservation(ctx context.Context, req fleetdriver.RateCancel) error {
 	if err := p.fail(); err != nil {
 		return err
 	}

@@ -2,7 +2,10 @@ package fleet
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
+
+	"github.com/goloom/loom/fleet/fleetdriver"
 )
 
 // A Permit is n permits of a [Semaphore], held as one lease until [Permit.Release]. While it is
@@ -11,17 +14,19 @@ import (
 // by then. The zero value is not usable. A Permit is safe for concurrent use.
 type Permit struct {
 	s        *Semaphore
-	lease    Lease // ID, N, Token fixed; Epoch guarded by s.mu
-	degraded bool
+	lease    fleetdriver.Lease // ID, N, Token fixed; Epoch guarded by s.mu
+	degraded bool              // granted without a lease (it may have registered as one since)
+	fromDegr bool              // holds N of the Semaphore's Degrade permits until it ends
+	gaveDegr atomic.Bool
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
-	// deadline is when the holder stops believing in its lease unless a renewal comes back:
-	// the send time of the last successful renewal (or of the grant) plus the TTL, so never later
-	// than the backend's expiry. Guarded by s.mu.
+	// deadline is when the holder stops believing in its lease unless a renewal comes back: a
+	// time before the grant (or the send time of the last successful renewal) plus the TTL, so
+	// never later than the backend's expiry. Guarded by s.mu.
 	deadline time.Time
 }
 
-func newPermit(s *Semaphore, lease Lease, degraded bool) *Permit {
+func newPermit(s *Semaphore, lease fleetdriver.Lease, degraded bool) *Permit {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Permit{s: s, lease: lease, degraded: degraded, ctx: ctx, cancel: cancel}
 }
@@ -32,29 +37,53 @@ func (p *Permit) check(op string) {
 	}
 }
 
+// end cancels the context of a permit that never became live, and gives back what it holds.
+func (p *Permit) end(cause error) {
+	p.cancel(cause)
+	p.giveDegr()
+}
+
+// giveDegr gives back the Degrade permits the permit holds, once.
+func (p *Permit) giveDegr() {
+	if p.fromDegr && !p.gaveDegr.Swap(true) {
+		p.s.degr.Release(p.lease.N)
+	}
+}
+
 // Release gives the permits back: one round trip to the backend, bounded by a third of the lease
-// TTL (if the backend cannot be told, the lease expires on its own within one TTL). It cancels
-// the permit's context (cause context.Canceled). Release is idempotent, and after the lease was
-// lost, or the Semaphore closed, it does nothing: no permit is ever given back twice.
+// TTL, which also grants them to the fleet's next waiter. If the backend cannot be told, Release
+// returns all the same and the Semaphore retries in the background, with backoff, until the
+// backend takes it, the lease has expired there anyway, or Close. It cancels the permit's
+// context (cause context.Canceled). Release is idempotent, and after the lease was lost, or the
+// Semaphore closed, it does nothing: no permit is ever given back twice.
 func (p *Permit) Release() {
 	p.check("Release")
 	s := p.s
-	if p.degraded {
-		s.releaseDegraded(p)
-		return
-	}
 	s.mu.Lock()
-	if s.leases[p.lease.ID] != p {
+	leased := s.leases[p.lease.ID] == p
+	switch _, degraded := s.degraded[p]; {
+	case leased:
+		delete(s.leases, p.lease.ID)
+		s.held -= p.lease.N
+		s.leased -= p.lease.N
+		s.leaseEndedLocked()
+	case degraded:
+		delete(s.degraded, p)
+		s.held -= p.lease.N
+	default:
 		s.mu.Unlock()
 		return
 	}
-	delete(s.leases, p.lease.ID)
-	s.held -= p.lease.N
 	p.cancel(context.Canceled)
 	s.count.released.Add(1)
 	lease := p.lease
 	s.mu.Unlock()
-	s.releaseNow([]Lease{lease})
+	p.giveDegr()
+	if leased {
+		if err := s.releaseNow([]fleetdriver.Lease{lease}); err != nil {
+			s.retry([]fleetdriver.Lease{lease}, time.Now().Add(s.cfg.ttl))
+		}
+	}
 }
 
 // Context returns a context that is done once the permit is released (cause context.Canceled),
@@ -99,24 +128,10 @@ func (p *Permit) N() int64 {
 }
 
 // Degraded reports whether the permit was granted without a lease, while the backend was
-// unreachable ([FailOpen] or [Degrade]): no fleet-wide bound covers it, and it is never lost.
+// unreachable ([FailOpen] or [Degrade]): no fleet-wide bound covered it then. Once the backend
+// answers again it registers there as a lease, whatever the capacity, so that new admissions
+// wait for it; from then on it is renewed, and can be lost, like any lease.
 func (p *Permit) Degraded() bool {
 	p.check("Degraded")
 	return p.degraded
-}
-
-func (s *Semaphore) releaseDegraded(p *Permit) {
-	s.mu.Lock()
-	if _, ok := s.degraded[p]; !ok {
-		s.mu.Unlock()
-		return
-	}
-	delete(s.degraded, p)
-	s.held -= p.lease.N
-	p.cancel(context.Canceled)
-	s.count.released.Add(1)
-	s.mu.Unlock()
-	if s.degr != nil {
-		s.degr.Release(p.lease.N)
-	}
 }

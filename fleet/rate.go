@@ -3,11 +3,12 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/goloom/loom/fleet/fleetdriver"
+	"github.com/goloom/loom/internal/gcra"
 )
 
 // MaxRate is the highest rate, in tokens per second, that [NewRate] accepts.
@@ -78,7 +79,7 @@ func NewRate(b Backend, name string, perSecond float64, burst int, opts ...Optio
 	r := &Rate{b: b, name: name, perSecond: perSecond, burst: int64(burst), cfg: c}
 	r.health = health{what: "rate", name: name, mode: c.mode, logger: c.logger, probe: 500 * time.Millisecond}
 	if c.mode.kind == degrade {
-		r.local = &localBucket{base: time.Now(), perSecond: float64(c.mode.limit), burst: c.mode.limit}
+		r.local = newLocalBucket(c.mode.limit)
 	}
 	return r
 }
@@ -121,7 +122,7 @@ func (r *Rate) Reserve(ctx context.Context, maxWait time.Duration) (*Reservation
 		return r.fallback(maxWait, nil)
 	}
 	r.roundTrips.Add(1)
-	rep, err := r.b.Reserve(ctx, RateRequest{Name: r.name, PerSecond: r.perSecond, Burst: r.burst, MaxWait: maxWait})
+	rep, err := r.b.Reserve(ctx, fleetdriver.RateRequest{Name: r.name, PerSecond: r.perSecond, Burst: r.burst, MaxWait: maxWait})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctxErr(ctx)
@@ -278,7 +279,7 @@ func (v *Reservation) Cancel() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		r.roundTrips.Add(1)
-		err := r.b.CancelReservation(ctx, RateCancel{Name: r.name, PerSecond: r.perSecond, Burst: r.burst, Mark: v.mark})
+		err := r.b.CancelReservation(ctx, fleetdriver.RateCancel{Name: r.name, PerSecond: r.perSecond, Burst: r.burst, Mark: v.mark})
 		if err != nil {
 			r.health.failed(err)
 			return
@@ -288,38 +289,26 @@ func (v *Reservation) Cancel() {
 	r.cancelled.Add(1)
 }
 
-// localBucket is a process's own bucket, for Degrade(n) while the backend is down.
+// localBucket is a process's own bucket, for Degrade(n) while the backend is down: n tokens a
+// second in bursts of n, on internal/gcra's bucket.
 type localBucket struct {
-	base      time.Time // its clock: microseconds since base (monotonic)
-	perSecond float64
-	burst     int64
-	mu        sync.Mutex
-	g         gcra
+	base time.Time // its clock: time since base (monotonic)
+	rate gcra.Rate
+	b    gcra.Bucket
 }
 
-func (l *localBucket) now() float64 { return float64(time.Since(l.base).Microseconds()) }
+func newLocalBucket(n int64) *localBucket {
+	return &localBucket{base: time.Now(), rate: gcra.NewRate(float64(n), n)}
+}
 
 func (l *localBucket) reserve(maxWait time.Duration) *Reservation {
-	interval, size := rateArgs(l.perSecond, l.burst)
-	mw := -1.0
-	if maxWait >= 0 {
-		mw = float64(maxWait.Microseconds())
-	}
-	l.mu.Lock()
-	ok, delay, mark := l.g.reserve(l.now(), interval, size, mw)
-	l.mu.Unlock()
-	d := time.Duration(math.Ceil(delay * 1000))
+	ok, d, mark := l.b.Reserve(l.rate, time.Since(l.base), maxWait)
 	return &Reservation{ok: ok, delay: d, at: time.Now().Add(d), degraded: true, local: true,
-		mark: strconv.FormatFloat(mark, 'f', -1, 64)}
+		mark: strconv.FormatInt(mark, 10)}
 }
 
 func (l *localBucket) cancel(mark string) {
-	m, err := strconv.ParseFloat(mark, 64)
-	if err != nil {
-		return
+	if m, err := strconv.ParseInt(mark, 10, 64); err == nil {
+		l.b.Cancel(l.rate, time.Since(l.base), m)
 	}
-	interval, size := rateArgs(l.perSecond, l.burst)
-	l.mu.Lock()
-	l.g.cancel(l.now(), interval, size, m)
-	l.mu.Unlock()
 }

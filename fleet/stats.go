@@ -1,6 +1,9 @@
 package fleet
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Stats is a snapshot of a Semaphore's gauges (this process) and counters (since New), taken by
 // [Semaphore.Stats].
@@ -25,6 +28,11 @@ type Stats struct {
 	Unavailable int64 // Acquire calls that met an unreachable backend, whatever WhenUnavailable did then
 	Degraded    int64 // permits granted without a lease (FailOpen or Degrade), also counted in Acquired
 	RoundTrips  int64 // calls into the backend: acquires, renewals, releases, subscriptions
+
+	// PausedUntil is, while the backend admits no new permits of this name after it lost its
+	// state (its first use there, a restart, a restore from an older snapshot, a failover), when
+	// that pause ends; zero otherwise. The pause is also logged once, with its reason and end.
+	PausedUntil time.Time
 }
 
 type counters struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/fleet/fleetdriver"
 )
 
 func stressTime() time.Duration {
@@ -143,7 +144,7 @@ func TestStressReleaseRacingRenewal(t *testing.T) {
 		if restart {
 			// Past the pause after the loss, on the backend's clock (a renewal that found every
 			// lease released did not ask the backend: make sure the new state exists first).
-			_, err := m.Renew(context.Background(), fleet.RenewRequest{Name: "x", TTL: time.Minute})
+			_, err := m.Renew(context.Background(), fleetdriver.RenewRequest{Name: "x", TTL: time.Minute})
 			require.NoError(t, err)
 			m.Advance(time.Minute)
 		}

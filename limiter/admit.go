@@ -29,6 +29,8 @@ type step interface {
 	// matching ErrRejected for a refusal of its own (a wait that ran out, an unreachable backend),
 	// or the error of w.ctx's end.
 	take(w stepWait) (hold, context.Context, error)
+	// describe tells a dump (package inspect) how the step was set up, one setting at a time.
+	describe(add func(name, value string))
 }
 
 // A hold is what a step took for a call, held until the call's task is done.

@@ -23,6 +23,8 @@ func (s TestStep) take(w stepWait) (hold, context.Context, error) {
 	return h, w.parent, nil
 }
 
+func (s TestStep) describe(add func(name, value string)) { add("test", "step") }
+
 func (h *TestHold) lost() error {
 	if h.Lost == nil {
 		return nil

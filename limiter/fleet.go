@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/goloom/loom/fleet"
@@ -73,6 +74,11 @@ func (s fleetPermit) take(w stepWait) (hold, context.Context, error) {
 	return le, tctx, nil
 }
 
+func (s fleetPermit) describe(add func(name, value string)) {
+	add("fleet", s.sem.Name())
+	add("fleetCapacity", strconv.FormatInt(s.sem.Capacity(), 10))
+}
+
 // A lease is a call's fleet permit, while its task runs.
 type lease struct {
 	p    *fleet.Permit
@@ -132,6 +138,10 @@ func (s fleetToken) take(w stepWait) (hold, context.Context, error) {
 		}
 	}
 	return nil, w.parent, nil
+}
+
+func (s fleetToken) describe(add func(name, value string)) {
+	add("fleetRate", s.r.Name()+" "+strconv.FormatFloat(s.r.PerSecond(), 'g', 4, 64)+"/s, burst "+strconv.Itoa(s.r.Burst()))
 }
 
 // fleetRefusal is the error of a call the fleet did not admit: its wait's end (ctx, Shutdown)

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,10 +89,36 @@ func New(limit int, opts ...Option) *Limiter {
 	return l
 }
 
-// inspectInfo is what a dump reads of the limiter. A method expression, so that the registry
-// holds nothing that keeps l alive.
+// inspectInfo is what a dump reads of the limiter: its stats, its oldest wait and the options it
+// was made with (the limit is a stat: WithAdaptive moves it). A method expression, so that the
+// registry holds nothing that keeps l alive.
 func (l *Limiter) inspectInfo() registry.LimiterInfo {
-	return registry.LimiterInfo{Stats: l.Stats(), OldestWaiting: l.slots.OldestWaiting()}
+	c := &l.cfg
+	var set []registry.Setting
+	add := func(name, value string) { set = append(set, registry.Setting{Name: name, Value: value}) }
+	if c.perSecond > 0 {
+		add("rate", strconv.FormatFloat(c.perSecond, 'g', 4, 64)+"/s")
+		add("burst", strconv.Itoa(c.burst))
+	}
+	switch {
+	case c.acquireTimed && c.acquireTimeout <= 0:
+		add("acquireTimeout", "0 (never waits)")
+	case c.acquireTimed:
+		add("acquireTimeout", c.acquireTimeout.String())
+	}
+	if c.taskTimeout > 0 {
+		add("taskTimeout", c.taskTimeout.String())
+	}
+	if c.maxWaiting >= 0 {
+		add("maxWaiting", strconv.Itoa(c.maxWaiting))
+	}
+	for _, s := range l.steps {
+		s.describe(add) // the fleet's permit and token, each in its own words
+	}
+	if c.adaptive != nil {
+		add("adaptive", fmt.Sprintf("%T", c.adaptive))
+	}
+	return registry.LimiterInfo{Stats: l.Stats(), OldestWaiting: l.slots.OldestWaiting(), Config: set}
 }
 
 // check panics for a Limiter that New did not make (the zero value, or nil) and for a nil ctx.

@@ -11,22 +11,20 @@
 //
 // and the API never sees more than 40, whichever replicas make the calls. The replicas are
 // goroutines, each with its own fleet.Semaphore on one in-memory backend (fleet.NewMemory, which
-// stands for the fleet's Redis), unless -redis names a Redis server: then each replica has its
-// own client of it, through fleet/redisfleet, and with -processes each replica is a process of
-// its own. It prints, for both runs, the calls the API got, its 429s and the most calls it saw in
-// flight, and exits non-zero if the fleet let more than 40 through or the API answered any 429.
-// It takes a second or two:
+// stands for the fleet's Redis). It prints, for both runs, the calls the API got, its 429s and the
+// most calls it saw in flight, and exits non-zero if the fleet let more than 40 through or the API
+// answered any 429. It takes a second or two:
 //
 //	go run ./examples/fleet
-//	go run ./examples/fleet -redis localhost:6379
-//	go run ./examples/fleet -redis localhost:6379 -processes
+//
+// The same program on a real Redis, with each replica a process of its own, is in the
+// fleet/redisfleet module (it needs go-redis, which this module does not):
+//
+//	cd fleet/redisfleet && go run ./examples/fleet -redis localhost:6379 -processes
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,28 +33,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/goloom/loom/fleet"
-	"github.com/goloom/loom/fleet/redisfleet"
 	"github.com/goloom/loom/limiter"
 )
 
-// replicaEnv carries a replica's configuration (JSON) to a process started by -processes.
-const replicaEnv = "LOOM_EXAMPLE_FLEET_REPLICA"
-
 func main() {
-	if cfg, ok := os.LookupEnv(replicaEnv); ok { // a replica process started by -processes
-		os.Exit(replicaMain(cfg))
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Stdout, os.Args[1:]); err != nil {
@@ -73,8 +60,6 @@ func run(ctx context.Context, w io.Writer, args []string) error {
 	calls := fs.Int("calls", 200, "calls each replica makes, all at once")
 	latency := fs.Duration("latency", 20*time.Millisecond, "how long the API takes per call")
 	lease := fs.Duration("lease", time.Second, "the fleet's lease TTL (at least 1s)")
-	redisAddr := fs.String("redis", "", "host:port of a Redis server to hold the fleet's limit (default: the in-memory backend)")
-	processes := fs.Bool("processes", false, "run each replica as a process of its own (needs -redis)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -85,8 +70,6 @@ func run(ctx context.Context, w io.Writer, args []string) error {
 		return errors.New("-latency must not be negative")
 	case *lease < fleet.MinLease:
 		return fmt.Errorf("-lease must be at least %v", fleet.MinLease)
-	case *processes && *redisAddr == "":
-		return errors.New("-processes needs -redis: the in-memory backend lives in one process")
 	}
 	logs := &lockedWriter{w: w} // the replicas' fleet log records, if any, between the tables
 
@@ -95,25 +78,9 @@ func run(ctx context.Context, w io.Writer, args []string) error {
 	defer srv.Close()
 
 	cfg := replicaConfig{URL: srv.URL + "/v1/generate", Calls: *calls, Limit: *limit, Lease: *lease, Name: "llm-api"}
-	var mem *fleet.Memory
+	mem := fleet.NewMemory()
 	backend := "fleet.NewMemory(): one in-memory backend for all replicas, standing for the fleet's Redis"
-	if *redisAddr != "" {
-		if err := pingRedis(ctx, *redisAddr); err != nil {
-			return err
-		}
-		// A fresh name per run: its first use pauses admissions for one lease TTL (the backend
-		// cannot tell a new name from one whose state it lost), so the lease is short.
-		cfg.Redis, cfg.Name = *redisAddr, "loom-example-fleet-"+strings.ToLower(rand.Text()[:10])
-		defer func() { _ = deleteName(*redisAddr, cfg.Name) }()
-		backend = fmt.Sprintf("Redis at %s, through redisfleet.New(redis.NewClient(...)), a client per replica;\n"+
-			"  name %q, lease %v (a name's first use pauses admissions for one lease TTL)", *redisAddr, cfg.Name, *lease)
-	} else {
-		mem = fleet.NewMemory()
-	}
 	kind := "goroutines"
-	if *processes {
-		kind = "processes"
-	}
 
 	fmt.Fprintf(w, "test API on %s: %v per call, at most %d in flight, 429 beyond that (after %v too)\n",
 		cfg.URL, *latency, *limit, *latency)
@@ -121,12 +88,12 @@ func run(ctx context.Context, w io.Writer, args []string) error {
 		*replicas, kind, *limit, *calls)
 	fmt.Fprintf(w, "fleet backend: %s\n\n", backend)
 
-	alone, err := runPhase(ctx, api, cfg, *replicas, *processes, mem, logs)
+	alone, err := runPhase(ctx, api, cfg, *replicas, mem, logs)
 	if err != nil {
 		return err
 	}
 	cfg.Fleet = true
-	shared, err := runPhase(ctx, api, cfg, *replicas, *processes, mem, logs)
+	shared, err := runPhase(ctx, api, cfg, *replicas, mem, logs)
 	if err != nil {
 		return err
 	}
@@ -171,14 +138,13 @@ func run(ctx context.Context, w io.Writer, args []string) error {
 	return nil
 }
 
-// A replicaConfig is what one replica needs; -processes passes it to a replica process as JSON.
+// A replicaConfig is what one replica needs.
 type replicaConfig struct {
 	Replica int           // 1, 2, ...
 	URL     string        // the API
 	Calls   int           // calls to make, all at once
 	Limit   int           // the local limit, and the fleet's capacity
 	Fleet   bool          // hold a fleet permit for every call (limiter.WithFleet)
-	Redis   string        // host:port of the Redis that holds the fleet's state; "": the Memory given
 	Name    string        // the fleet's name for the limit
 	Lease   time.Duration // the fleet's lease TTL
 }
@@ -198,8 +164,8 @@ type phase struct {
 	replicas                    []replicaResult
 }
 
-// runPhase runs every replica at once, as goroutines or as processes, and tallies the phase.
-func runPhase(ctx context.Context, api *testAPI, cfg replicaConfig, n int, processes bool, mem *fleet.Memory, logs io.Writer) (phase, error) {
+// runPhase runs every replica at once, as goroutines, and tallies the phase.
+func runPhase(ctx context.Context, api *testAPI, cfg replicaConfig, n int, mem *fleet.Memory, logs io.Writer) (phase, error) {
 	api.reset()
 	results := make([]replicaResult, n)
 	errs := make([]error, n)
@@ -209,11 +175,7 @@ func runPhase(ctx context.Context, api *testAPI, cfg replicaConfig, n int, proce
 		c := cfg
 		c.Replica = i + 1
 		wg.Go(func() {
-			if processes {
-				results[i], errs[i] = runProcess(ctx, c, logs)
-			} else {
-				results[i], errs[i] = runReplica(ctx, c, mem, logs)
-			}
+			results[i], errs[i] = runReplica(ctx, c, mem, logs)
 		})
 	}
 	wg.Wait()
@@ -230,7 +192,7 @@ func runPhase(ctx context.Context, api *testAPI, cfg replicaConfig, n int, proce
 }
 
 // runReplica is one replica of the service: its own HTTP client, its own limiter and, with
-// cfg.Fleet, its own Semaphore (on mem, or on its own client of cfg.Redis). It makes cfg.Calls
+// cfg.Fleet, its own Semaphore on mem. It makes cfg.Calls
 // calls at once, as that many request handlers would, and returns when all have ended.
 func runReplica(ctx context.Context, cfg replicaConfig, mem *fleet.Memory, logs io.Writer) (replicaResult, error) {
 	opts := []limiter.Option{
@@ -239,14 +201,8 @@ func runReplica(ctx context.Context, cfg replicaConfig, mem *fleet.Memory, logs 
 	}
 	var sem *fleet.Semaphore
 	if cfg.Fleet {
-		var backend fleet.Backend = mem
-		if cfg.Redis != "" {
-			rdb := redis.NewClient(&redis.Options{Addr: cfg.Redis, ContextTimeoutEnabled: true})
-			defer rdb.Close() // after sem.Close, which gives its leases back through it
-			backend = redisfleet.New(rdb)
-		}
 		logger := slog.New(slog.NewTextHandler(logs, nil)).With("replica", cfg.Replica)
-		sem = fleet.New(backend, cfg.Name, int64(cfg.Limit), fleet.WithLease(cfg.Lease), fleet.WithLogger(logger))
+		sem = fleet.New(mem, cfg.Name, int64(cfg.Limit), fleet.WithLease(cfg.Lease), fleet.WithLogger(logger))
 		defer sem.Close()
 		opts = append(opts, limiter.WithFleet(sem))
 	}
@@ -281,54 +237,6 @@ func runReplica(ctx context.Context, cfg replicaConfig, mem *fleet.Memory, logs 
 		r.Fleet = sem.Stats()
 	}
 	return r, nil
-}
-
-// runProcess runs one replica as a process of its own: this program again, told by replicaEnv.
-// The process's log records, if any, go to logs.
-func runProcess(ctx context.Context, cfg replicaConfig, logs io.Writer) (replicaResult, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return replicaResult{}, err
-	}
-	js, err := json.Marshal(cfg)
-	if err != nil {
-		return replicaResult{}, err
-	}
-	cmd := exec.CommandContext(ctx, exe)
-	cmd.Env = append(os.Environ(), replicaEnv+"="+string(js))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return replicaResult{}, fmt.Errorf("replica %d: %w: %s", cfg.Replica, err, bytes.TrimSpace(stderr.Bytes()))
-	}
-	_, _ = logs.Write(stderr.Bytes())
-	var r replicaResult
-	if err := json.Unmarshal(out, &r); err != nil {
-		return replicaResult{}, fmt.Errorf("replica %d: %w", cfg.Replica, err)
-	}
-	return r, nil
-}
-
-// replicaMain is the main function of a replica process: it runs the replica of the
-// configuration js and prints its result as JSON.
-func replicaMain(js string) int {
-	var cfg replicaConfig
-	if err := json.Unmarshal([]byte(js), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "fleet replica:", err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	r, err := runReplica(ctx, cfg, nil, os.Stderr)
-	if err == nil {
-		err = json.NewEncoder(os.Stdout).Encode(r)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "fleet replica %d: %v\n", cfg.Replica, err)
-		return 1
-	}
-	return 0
 }
 
 // testAPI answers 200 while at most allowed calls are in flight, and 429 beyond that, both after
@@ -385,36 +293,6 @@ func get(ctx context.Context, c *http.Client, url string) (int, error) {
 	defer resp.Body.Close()
 	_, err = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode, err
-}
-
-// pingRedis checks that a Redis answers at addr, so that a wrong address fails at once.
-func pingRedis(ctx context.Context, addr string) error {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer rdb.Close()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("no Redis at %s: %w", addr, err)
-	}
-	return nil
-}
-
-// deleteName removes the keys the fleet left on the Redis at addr for name (package redisfleet
-// keeps a name's keys under "fleet:{NAME}:"), so that runs with fresh names leave nothing behind.
-func deleteName(addr, name string) error {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer rdb.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var keys []string
-	it := rdb.Scan(ctx, 0, "fleet:{"+name+"}:*", 100).Iterator() // SCAN, not KEYS: never blocks the server
-	for it.Next(ctx) {
-		keys = append(keys, it.Val())
-	}
-	if err := it.Err(); err != nil || len(keys) == 0 {
-		return err
-	}
-	return rdb.Del(ctx, keys...).Err()
 }
 
 // A lockedWriter serializes the writes of several goroutines to w.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"regexp"
 	"strconv"
 	"testing"
@@ -10,16 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
-
-	"github.com/goloom/loom/internal/redistest"
 )
 
-func TestMain(m *testing.M) {
-	if cfg, ok := os.LookupEnv(replicaEnv); ok { // a replica process of TestFleetRedisProcesses
-		os.Exit(replicaMain(cfg))
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestFleet runs the example on the in-memory backend with fewer calls. run fails by itself if
 // the fleet let more than 40 calls through at once or the API answered a 429; here we also read
@@ -28,29 +20,10 @@ func TestFleet(t *testing.T) {
 	checkOutput(t, runExample(t, "-calls", "100"), 5, 100)
 }
 
-// TestFleetRedis runs the example's replicas, as goroutines, each with its own client of a Redis
-// the test starts (skipped without redis-server), and checks that the run left no key behind.
-func TestFleetRedis(t *testing.T) {
-	srv := redistest.Start(t)
-	checkOutput(t, runExample(t, "-calls", "100", "-redis", srv.Addr), 5, 100)
-	keys, err := srv.Client().Keys(t.Context(), "*").Result()
-	require.NoError(t, err)
-	assert.Empty(t, keys, "the run deletes the keys of its name")
-}
-
-// TestFleetRedisProcesses runs each replica as a process of its own (this test binary again,
-// told by replicaEnv in TestMain), on a Redis the test starts.
-func TestFleetRedisProcesses(t *testing.T) {
-	srv := redistest.Start(t)
-	got := runExample(t, "-replicas", "3", "-calls", "100", "-redis", srv.Addr, "-processes")
-	assert.Contains(t, got, "3 replicas (processes)")
-	checkOutput(t, got, 3, 100)
-}
-
 func TestFleetRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-replicas", "0"}, {"-limit", "0"}, {"-calls", "0"}, {"-latency", "-1s"}, {"-lease", "500ms"},
-		{"-processes"}, {"-nope"},
+		{"-redis", "localhost:6379"}, {"-nope"},
 	} {
 		var out bytes.Buffer
 		assert.Error(t, run(t.Context(), &out, args), "%v", args)
@@ -99,5 +72,6 @@ func checkOutput(t *testing.T, got string, replicas, calls int) {
 	for _, m := range perReplica {
 		assert.Equal(t, []string{c, "0", c, c, "0"}, m[1:], "Completed, Rejected, Acquired, Released, LeasesLost")
 	}
-	assert.NotContains(t, got, "level=", "no log records: no outage, no lease lost")
+	assert.NotContains(t, got, "level=WARN", "no warning: no outage, no lease lost")
+	assert.NotContains(t, got, "level=ERROR")
 }

@@ -12,11 +12,13 @@ var (
 	Member       = member
 )
 
-// Keys returns every key and the channel of name.
+// Keys returns every key of name, and the channel of an instance's grants.
 func Keys(name string) (keys []string, channel string) {
 	k := keysOf(name)
-	return append(append([]string(nil), k.sem...), k.rate...), k.channel
+	return append(append([]string(nil), k.sem...), k.rate...), k.channel("0123456789abcdef")
 }
+
+var ParseGrant = parseGrant
 
 // HashTag returns the part of key that Redis Cluster hashes: the text between the first "{" and
 // the first "}" after it, if that is not empty; else the whole key.

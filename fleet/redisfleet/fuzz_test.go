@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/fleet/fleetdriver"
 	"github.com/goloom/loom/fleet/redisfleet"
 )
 
@@ -41,7 +42,7 @@ func FuzzKeys(f *testing.F) {
 			}
 		}
 		id := a + ".1" // IDs are the Semaphore's, but the member must give back any ID
-		m := redisfleet.Member(fleet.Lease{ID: id, N: 3, Capacity: 40})
+		m := redisfleet.Member(fleetdriver.Lease{ID: id, N: 3, Capacity: 40})
 		if got := redisfleet.IDOf(m); got != id {
 			t.Fatalf("member %q gives back ID %q, not %q", m, got, id)
 		}
@@ -58,11 +59,16 @@ func FuzzParseReplies(f *testing.F) {
 	f.Add(int64(0), int64(333333), int64(1796122326041734), int64(0), "", 3)
 	f.Add(int64(2), int64(-1), int64(0), int64(7), "x", 4)
 	f.Add(int64(1), int64(0), int64(1796122326041734), int64(999), "1.5", 2)
+	f.Add(int64(1), int64(1796122325506594), int64(1796122326041734), int64(0), "a.1:3:1 1796122325506594 1796122326041734", 8)
+	f.Add(int64(0), int64(200000), int64(1796122326041734), int64(0), "a.1:3:1 0 1", 8)
 	f.Fuzz(func(t *testing.T, a, b, c, d int64, s string, n int) {
-		if n < 0 || n > 6 {
+		if n < 0 || n > 9 {
 			return
 		}
-		all := []any{a, b, c, d, s, nil}
+		all := []any{a, b, c, d, d, c, b, s, nil} // eight integers make an acquire reply
+		if g, ok := redisfleet.ParseGrant(s); ok && (g.Token == 0 || g.ID == "" || g.N < 0 || g.Capacity < 0) {
+			t.Fatalf("grant %q parsed as %+v", s, g)
+		}
 		v := all[:n]
 		if r, err := redisfleet.ParseAcquire(v); err == nil {
 			if r.Granted && r.Token == 0 || !r.Granted && r.RetryIn <= 0 {

@@ -222,6 +222,33 @@ type upstream struct {
 	fullAfter  [8]atomic.Int64 // unix nanoseconds before which reaching the capacity does not count as full
 	perReplica [32]atomic.Int64
 	starts     [32]atomic.Int64
+
+	logMu  sync.Mutex
+	logged []time.Time // every call's start, in order
+}
+
+// startsBetween returns the calls' starts from a to b, in order.
+func (u *upstream) startsBetween(a, b time.Time) []time.Time {
+	u.logMu.Lock()
+	defer u.logMu.Unlock()
+	var out []time.Time
+	for _, t := range u.logged {
+		if !t.Before(a) && !t.After(b) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// longestGap returns the longest time without a call start from a to b (counting from a and to b).
+func longestGap(starts []time.Time, a, b time.Time) time.Duration {
+	var gap time.Duration
+	last := a
+	for _, t := range append(starts, b) {
+		gap = max(gap, t.Sub(last))
+		last = t
+	}
+	return gap
 }
 
 func startUpstream(t *testing.T, capacity int64, hold, long time.Duration) *upstream {
@@ -248,6 +275,9 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	id, _ := strconv.Atoi(r.Header.Get("X-Replica"))
 	id %= len(u.perReplica)
 	ph := u.phase.Load()
+	u.logMu.Lock()
+	u.logged = append(u.logged, time.Now())
+	u.logMu.Unlock()
 	u.starts[id].Add(1)
 	u.perReplica[id].Add(1)
 	n := u.inFlight.Add(1)
@@ -280,6 +310,13 @@ func (u *upstream) enter(ph int, notBefore time.Time) {
 	u.fullAfter[ph].Store(notBefore.UnixNano())
 	u.most[ph].Store(u.inFlight.Load())
 	u.phase.Store(int32(ph))
+}
+
+// rearm makes reaching the capacity in phase ph count as full again, from notBefore on, keeping
+// the phase's peak.
+func (u *upstream) rearm(ph int, notBefore time.Time) {
+	u.fullAfter[ph].Store(notBefore.UnixNano())
+	u.full[ph].Store(0)
 }
 
 // waitFull waits until the calls in flight have reached the capacity in phase ph and returns

@@ -10,7 +10,7 @@ import (
 
 	"github.com/goloom/loom/fleet"
 	"github.com/goloom/loom/fleet/redisfleet"
-	"github.com/goloom/loom/internal/redistest"
+	"github.com/goloom/loom/fleet/redisfleet/internal/redistest"
 )
 
 const ttl = time.Second // the shortest lease, so that expiries come soon
@@ -50,6 +50,17 @@ func scriptCalls(t testing.TB, c *redis.Client) int64 {
 		t.Fatal(err)
 	}
 	return statCalls(info, "evalsha") + statCalls(info, "eval")
+}
+
+// scriptMicros returns how many microseconds Redis has spent running scripts so far (INFO
+// commandstats), evalsha and eval together.
+func scriptMicros(t testing.TB, c *redis.Client) float64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return statMicros(info, "evalsha") + statMicros(info, "eval")
 }
 
 func acquireAsync(ctx context.Context, s *fleet.Semaphore, n int64) <-chan result {

@@ -8,21 +8,29 @@ import (
 // The keys of one name. Every key and the channel carry the escaped name as their hash tag
 // ("{...}"), so in a Cluster they all live in one slot and a script may touch them together.
 //
-//	fleet:{NAME}:m     hash: born (the epoch, µs), qt (no new grants before it, µs), tok (the last
-//	                   token), held (summed weight of the leases), nq (queue length), mexp (a
-//	                   lower bound of the earliest lease expiry, µs), seq (arrival counter)
+//	fleet:{NAME}:m     hash: born (the epoch, µs), qt (no new grants before it, µs), why (the
+//	                   pause's reason), tok (the last token), held (summed weight of the leases),
+//	                   nq (queue length), mexp (a lower bound of the earliest lease expiry, µs),
+//	                   seq (arrival counter), rid and rchk (the server run that last confirmed the
+//	                   state, and when), mttl and mttlx (the longest TTL in use, and until when)
 //	fleet:{NAME}:l     sorted set: lease member → expiry (µs)
 //	fleet:{NAME}:q     sorted set: queued member → arrival number
-//	fleet:{NAME}:qe    sorted set: queued member → expiry of its queue entry (µs)
+//	fleet:{NAME}:qe    sorted set: queued member → death of its queue entry (µs)
+//	fleet:{NAME}:qx    hash: queued member → "TTL:PUSH" (the lease TTL it asks for, in µs, and
+//	                   whether its asker listens for its grant)
 //	fleet:{NAME}:rate  string: the rate bucket's theoretical arrival time (µs)
-//	fleet:{NAME}:wake  the channel on which the head of the queue is told it fits
+//	fleet:{NAME}:w:INSTANCE  the channel on which the Semaphore INSTANCE hears its grants
 //
-// A member is "ID:CAPACITY:N": the scripts read the weight and the asker's capacity from it.
+// A member is "ID:CAPACITY:N": the scripts read the weight and the asker's capacity from it, and
+// the instance from the ID (up to its first ".").
 type names struct {
-	sem     []string // m, l, q, qe: KEYS of the semaphore scripts, in that order
-	rate    []string // rate: KEYS of the rate scripts
-	channel string
+	sem    []string // m, l, q, qe, qx: KEYS of the semaphore scripts, in that order
+	rate   []string // rate: KEYS of the rate scripts
+	prefix string   // "fleet:{NAME}:", of the channels
 }
+
+// channel returns the channel of a Semaphore instance's grants.
+func (k *names) channel(inst string) string { return k.prefix + "w:" + inst }
 
 var cache sync.Map // name → *names
 
@@ -32,9 +40,9 @@ func keysOf(name string) *names {
 	}
 	p := "fleet:{" + escape(name) + "}:"
 	k := &names{
-		sem:     []string{p + "m", p + "l", p + "q", p + "qe"},
-		rate:    []string{p + "rate"},
-		channel: p + "wake",
+		sem:    []string{p + "m", p + "l", p + "q", p + "qe", p + "qx"},
+		rate:   []string{p + "rate"},
+		prefix: p,
 	}
 	cache.Store(name, k)
 	return k

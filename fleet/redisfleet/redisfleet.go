@@ -31,6 +31,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/fleet/fleetdriver"
 )
 
 // New returns a [fleet.Backend] on the Redis behind c: a *redis.Client, a *redis.ClusterClient,
@@ -55,7 +57,7 @@ type backend struct {
 	c redis.UniversalClient
 }
 
-func member(l fleet.Lease) string {
+func member(l fleetdriver.Lease) string {
 	return l.ID + ":" + strconv.FormatInt(l.Capacity, 10) + ":" + strconv.FormatInt(l.N, 10)
 }
 
@@ -83,116 +85,182 @@ func checkName(op, name string) error {
 	return nil
 }
 
-func (b *backend) Acquire(ctx context.Context, req fleet.AcquireRequest) (fleet.AcquireReply, error) {
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func (b *backend) Acquire(ctx context.Context, req fleetdriver.AcquireRequest) (fleetdriver.AcquireReply, error) {
 	if err := checkName("Acquire", req.Name); err != nil {
-		return fleet.AcquireReply{}, err
+		return fleetdriver.AcquireReply{}, err
 	}
-	k := keysOf(req.Name)
-	wait := "0"
-	if req.Wait {
-		wait = "1"
-	}
-	v, err := acquireScript.Run(ctx, b.c, k.sem, member(req.Lease), micros(req.TTL), wait, k.channel).Slice()
+	v, err := acquireScript.Run(ctx, b.c, keysOf(req.Name).sem, acquireArgs(nil, req)...).Slice()
 	if err != nil {
-		return fleet.AcquireReply{}, err
+		return fleetdriver.AcquireReply{}, err
 	}
 	return parseAcquire(v)
 }
 
-// parseAcquire reads the acquire script's reply: {1, token, epoch} or {0, retry-in µs, epoch}.
-func parseAcquire(v []any) (fleet.AcquireReply, error) {
-	if len(v) != 3 {
-		return fleet.AcquireReply{}, fmt.Errorf("redisfleet: acquire: reply of %d elements", len(v))
-	}
-	var n [3]int64
+// acquireArgs appends the acquire script's ARGV for req.
+func acquireArgs(args []any, req fleetdriver.AcquireRequest) []any {
+	return append(args, member(req.Lease), micros(req.TTL), boolArg(req.Wait), micros(req.Heartbeat),
+		boolArg(req.Push), strconv.FormatUint(req.Seen, 10), micros(req.LongestTTL))
+}
+
+// ints reads a reply of integers.
+func ints(op string, v []any, n []int64) error {
 	for i := range n {
 		x, ok := v[i].(int64)
 		if !ok {
-			return fleet.AcquireReply{}, fmt.Errorf("redisfleet: acquire: element %d of the reply is %T", i, v[i])
+			return fmt.Errorf("redisfleet: %s: element %d of the reply is %T", op, i, v[i])
 		}
 		n[i] = x
 	}
-	switch {
-	case n[0] == 1 && n[1] > 0:
-		return fleet.AcquireReply{Granted: true, Token: uint64(n[1]), Epoch: n[2]}, nil
-	case n[0] == 0 && n[1] > 0:
-		return fleet.AcquireReply{RetryIn: microsToDuration(n[1]), Epoch: n[2]}, nil
-	default:
-		return fleet.AcquireReply{}, fmt.Errorf("redisfleet: acquire: bad reply %v", v)
-	}
+	return nil
 }
 
-func (b *backend) Renew(ctx context.Context, req fleet.RenewRequest) (fleet.RenewReply, error) {
-	if err := checkName("Renew", req.Name); err != nil {
-		return fleet.RenewReply{}, err
+// pause reads the pause, its reason and the longest TTL of a reply.
+func pause(us, why, longest int64) (time.Duration, fleetdriver.PauseReason, time.Duration, bool) {
+	if us < 0 || why < 0 || why > int64(fleetdriver.PauseWentBack) || longest < 0 || (us > 0) != (why > 0) {
+		return 0, 0, 0, false
 	}
-	if len(req.Leases) == 0 {
-		return fleet.RenewReply{}, errors.New("redisfleet: Renew: no leases")
+	return microsToDuration(us), fleetdriver.PauseReason(why), microsToDuration(longest), true
+}
+
+// parseAcquire reads the acquire script's reply: {1, token, epoch, paused, why, longest, queued,
+// free} or {0, retry-in µs, epoch, paused, why, longest, queued, free}.
+func parseAcquire(v []any) (fleetdriver.AcquireReply, error) {
+	if len(v) != 8 {
+		return fleetdriver.AcquireReply{}, fmt.Errorf("redisfleet: acquire: reply of %d elements", len(v))
+	}
+	var n [8]int64
+	if err := ints("acquire", v, n[:]); err != nil {
+		return fleetdriver.AcquireReply{}, err
+	}
+	var rep fleetdriver.AcquireReply
+	var ok bool
+	rep.Paused, rep.Pause, rep.LongestTTL, ok = pause(n[3], n[4], n[5])
+	rep.Queued, rep.Free = n[6], n[7]
+	switch {
+	case !ok, n[6] < 0:
+	case n[0] == 1 && n[1] > 0:
+		rep.Granted, rep.Token, rep.Epoch = true, uint64(n[1]), n[2]
+		return rep, nil
+	case n[0] == 0 && n[1] > 0:
+		rep.RetryIn, rep.Epoch = microsToDuration(n[1]), n[2]
+		return rep, nil
+	}
+	return fleetdriver.AcquireReply{}, fmt.Errorf("redisfleet: acquire: bad reply %v", v)
+}
+
+func (b *backend) Renew(ctx context.Context, req fleetdriver.RenewRequest) (fleetdriver.RenewReply, error) {
+	if err := checkName("Renew", req.Name); err != nil {
+		return fleetdriver.RenewReply{}, err
+	}
+	if len(req.Leases)+len(req.Register) == 0 {
+		return fleetdriver.RenewReply{}, errors.New("redisfleet: Renew: no leases")
 	}
 	k := keysOf(req.Name)
-	args := make([]any, 0, 2+3*len(req.Leases))
-	args = append(args, micros(req.TTL), k.channel)
+	args := make([]any, 0, 4+3*len(req.Leases)+2*len(req.Register))
+	args = append(args, micros(req.TTL), strconv.FormatUint(req.Seen, 10), micros(req.LongestTTL), len(req.Leases))
 	for _, l := range req.Leases {
 		args = append(args, member(l), strconv.FormatUint(l.Token, 10), strconv.FormatInt(l.Epoch, 10))
 	}
+	for _, l := range req.Register {
+		args = append(args, member(l), strconv.FormatUint(l.Token, 10))
+	}
 	v, err := renewScript.Run(ctx, b.c, k.sem, args...).Slice()
 	if err != nil {
-		return fleet.RenewReply{}, err
+		return fleetdriver.RenewReply{}, err
 	}
-	return parseRenew(v, len(req.Leases))
+	return parseRenew(v, len(req.Leases)+len(req.Register))
 }
 
-// parseRenew reads the renew script's reply: {epoch, status...}.
-func parseRenew(v []any, leases int) (fleet.RenewReply, error) {
-	if leases < 0 || len(v) != leases+1 {
-		return fleet.RenewReply{}, fmt.Errorf("redisfleet: renew: reply of %d elements for %d leases", len(v), leases)
+// parseRenew reads the renew script's reply: {epoch, paused, why, longest, status...}.
+func parseRenew(v []any, leases int) (fleetdriver.RenewReply, error) {
+	if leases < 0 || len(v) != leases+4 {
+		return fleetdriver.RenewReply{}, fmt.Errorf("redisfleet: renew: reply of %d elements for %d leases", len(v), leases)
 	}
-	epoch, ok := v[0].(int64)
-	if !ok {
-		return fleet.RenewReply{}, fmt.Errorf("redisfleet: renew: epoch is %T", v[0])
+	var n [4]int64
+	if err := ints("renew", v, n[:]); err != nil {
+		return fleetdriver.RenewReply{}, err
 	}
-	rep := fleet.RenewReply{Epoch: epoch, Status: make([]fleet.LeaseStatus, leases)}
+	rep := fleetdriver.RenewReply{Epoch: n[0], Status: make([]fleetdriver.LeaseStatus, leases)}
+	var ok bool
+	if rep.Paused, rep.Pause, rep.LongestTTL, ok = pause(n[1], n[2], n[3]); !ok {
+		return fleetdriver.RenewReply{}, fmt.Errorf("redisfleet: renew: bad reply %v", v)
+	}
 	for i := range leases {
-		switch v[i+1] {
+		switch v[i+4] {
 		case int64(0):
-			rep.Status[i] = fleet.LeaseLost
+			rep.Status[i] = fleetdriver.LeaseLost
 		case int64(1):
-			rep.Status[i] = fleet.LeaseRenewed
+			rep.Status[i] = fleetdriver.LeaseRenewed
 		case int64(2):
-			rep.Status[i] = fleet.LeaseReregistered
+			rep.Status[i] = fleetdriver.LeaseReregistered
 		default:
-			return fleet.RenewReply{}, fmt.Errorf("redisfleet: renew: bad status %v", v[i+1])
+			return fleetdriver.RenewReply{}, fmt.Errorf("redisfleet: renew: bad status %v", v[i+4])
 		}
 	}
 	return rep, nil
 }
 
-func (b *backend) Release(ctx context.Context, name string, leases []fleet.Lease) error {
-	if err := checkName("Release", name); err != nil {
-		return err
+func (b *backend) Release(ctx context.Context, req fleetdriver.ReleaseRequest) (fleetdriver.ReleaseReply, error) {
+	if err := checkName("Release", req.Name); err != nil {
+		return fleetdriver.ReleaseReply{}, err
 	}
-	if len(leases) == 0 {
-		return nil
+	if len(req.Leases) == 0 && req.Then == nil {
+		return fleetdriver.ReleaseReply{}, nil
 	}
-	k := keysOf(name)
-	args := make([]any, 0, 1+len(leases))
-	args = append(args, k.channel)
-	for _, l := range leases {
+	args := make([]any, 0, 8+len(req.Leases))
+	args = append(args, len(req.Leases))
+	for _, l := range req.Leases {
 		args = append(args, member(l))
 	}
-	return releaseScript.Run(ctx, b.c, k.sem, args...).Err()
+	if req.Then != nil {
+		if err := checkName("Release", req.Then.Name); err != nil || req.Then.Name != req.Name {
+			return fleetdriver.ReleaseReply{}, fmt.Errorf("redisfleet: Release: Then is for %q, not %q", req.Then.Name, req.Name)
+		}
+		args = acquireArgs(args, *req.Then)
+	}
+	v, err := releaseScript.Run(ctx, b.c, keysOf(req.Name).sem, args...).Slice()
+	if err != nil {
+		return fleetdriver.ReleaseReply{}, err
+	}
+	return parseRelease(v, req.Then != nil)
 }
 
-// Subscribe listens on the name's channel with a connection of its own. After a reconnect
-// (go-redis resubscribes by itself) it calls wake(""), as messages may have been missed.
-func (b *backend) Subscribe(ctx context.Context, name string, wake func(id string)) (func(), error) {
+// parseRelease reads the release script's reply: {removed} or {removed, acquire reply...}.
+func parseRelease(v []any, then bool) (fleetdriver.ReleaseReply, error) {
+	if len(v) < 1 {
+		return fleetdriver.ReleaseReply{}, fmt.Errorf("redisfleet: release: reply of %d elements", len(v))
+	}
+	if !then {
+		if len(v) != 1 {
+			return fleetdriver.ReleaseReply{}, fmt.Errorf("redisfleet: release: reply of %d elements", len(v))
+		}
+		return fleetdriver.ReleaseReply{}, nil
+	}
+	rep, err := parseAcquire(v[1:])
+	if err != nil {
+		return fleetdriver.ReleaseReply{}, err
+	}
+	return fleetdriver.ReleaseReply{Then: rep}, nil
+}
+
+// Subscribe listens on the channel of inst's grants with a connection of its own. After a
+// reconnect (go-redis resubscribes by itself) it delivers a zero Lease, as grants may have been
+// missed meanwhile.
+func (b *backend) Subscribe(ctx context.Context, name, inst string, deliver func(fleetdriver.Lease)) (func(), error) {
 	if err := checkName("Subscribe", name); err != nil {
 		return nil, err
 	}
-	if wake == nil {
-		panic("redisfleet: Subscribe: nil wake function")
+	if deliver == nil {
+		panic("redisfleet: Subscribe: nil deliver function")
 	}
-	ps := b.c.Subscribe(ctx, keysOf(name).channel)
+	ps := b.c.Subscribe(ctx, keysOf(name).channel(inst))
 	if _, err := ps.Receive(ctx); err != nil { // the confirmation: from here on, nothing is missed
 		_ = ps.Close()
 		return nil, err
@@ -204,9 +272,11 @@ func (b *backend) Subscribe(ctx context.Context, name string, wake func(id strin
 		for m := range msgs {
 			switch m := m.(type) {
 			case *redis.Message:
-				wake(idOf(m.Payload))
-			case *redis.Subscription:
-				wake("")
+				if g, ok := parseGrant(m.Payload); ok {
+					deliver(g)
+				}
+			case *redis.Subscription: // (re)subscribed: grants may have been missed
+				deliver(fleetdriver.Lease{})
 			}
 		}
 	}()
@@ -216,16 +286,62 @@ func (b *backend) Subscribe(ctx context.Context, name string, wake func(id strin
 	}, nil
 }
 
-func rateArgs(perSecond float64, burst int64) (interval, size string) {
-	return strconv.FormatFloat(1e6/perSecond, 'f', 3, 64), strconv.FormatInt(burst, 10)
+// parseGrant reads a pushed grant: "MEMBER TOKEN EPOCH".
+func parseGrant(s string) (fleetdriver.Lease, bool) {
+	m, rest, ok := strings.Cut(s, " ")
+	if !ok {
+		return fleetdriver.Lease{}, false
+	}
+	tok, ep, ok := strings.Cut(rest, " ")
+	if !ok {
+		return fleetdriver.Lease{}, false
+	}
+	l, ok := parseMember(m)
+	if !ok {
+		return fleetdriver.Lease{}, false
+	}
+	var err1, err2 error
+	l.Token, err1 = strconv.ParseUint(tok, 10, 64)
+	l.Epoch, err2 = strconv.ParseInt(ep, 10, 64)
+	if err1 != nil || err2 != nil || l.Token == 0 {
+		return fleetdriver.Lease{}, false
+	}
+	return l, true
 }
 
-func (b *backend) Reserve(ctx context.Context, req fleet.RateRequest) (fleet.RateReply, error) {
+// parseMember reads "ID:CAPACITY:N".
+func parseMember(m string) (fleetdriver.Lease, bool) {
+	j := strings.LastIndexByte(m, ':')
+	if j < 0 {
+		return fleetdriver.Lease{}, false
+	}
+	i := strings.LastIndexByte(m[:j], ':')
+	if i <= 0 {
+		return fleetdriver.Lease{}, false
+	}
+	c, err1 := strconv.ParseInt(m[i+1:j], 10, 64)
+	n, err2 := strconv.ParseInt(m[j+1:], 10, 64)
+	if err1 != nil || err2 != nil || c < 1 || n < 1 {
+		return fleetdriver.Lease{}, false
+	}
+	return fleetdriver.Lease{ID: m[:i], Capacity: c, N: n}, true
+}
+
+// maxInterval bounds a token's interval, in µs: the largest Duration. A slower rate behaves as
+// this one — its next token comes after the largest wait a caller can express — and the scripts'
+// numbers stay exact integers.
+const maxInterval = float64(math.MaxInt64 / int64(time.Microsecond))
+
+func rateArgs(perSecond float64, burst int64) (interval, size string) {
+	return strconv.FormatFloat(min(1e6/perSecond, maxInterval), 'f', 3, 64), strconv.FormatInt(burst, 10)
+}
+
+func (b *backend) Reserve(ctx context.Context, req fleetdriver.RateRequest) (fleetdriver.RateReply, error) {
 	if err := checkName("Reserve", req.Name); err != nil {
-		return fleet.RateReply{}, err
+		return fleetdriver.RateReply{}, err
 	}
 	if !(req.PerSecond > 0) || req.Burst < 1 {
-		return fleet.RateReply{}, fmt.Errorf("redisfleet: Reserve: bad rate %v, burst %d", req.PerSecond, req.Burst)
+		return fleetdriver.RateReply{}, fmt.Errorf("redisfleet: Reserve: bad rate %v, burst %d", req.PerSecond, req.Burst)
 	}
 	interval, size := rateArgs(req.PerSecond, req.Burst)
 	maxWait := "-1"
@@ -234,39 +350,39 @@ func (b *backend) Reserve(ctx context.Context, req fleet.RateRequest) (fleet.Rat
 	}
 	v, err := reserveScript.Run(ctx, b.c, keysOf(req.Name).rate, interval, size, maxWait).Slice()
 	if err != nil {
-		return fleet.RateReply{}, err
+		return fleetdriver.RateReply{}, err
 	}
 	return parseReserve(v)
 }
 
 // parseReserve reads the reserve script's reply: {1, delay µs, mark µs, thousandths} or
 // {0, delay µs}.
-func parseReserve(v []any) (fleet.RateReply, error) {
+func parseReserve(v []any) (fleetdriver.RateReply, error) {
 	if len(v) < 2 {
-		return fleet.RateReply{}, fmt.Errorf("redisfleet: reserve: reply of %d elements", len(v))
+		return fleetdriver.RateReply{}, fmt.Errorf("redisfleet: reserve: reply of %d elements", len(v))
 	}
 	var n [4]int64
 	for i := range v {
 		x, ok := v[i].(int64)
 		if !ok || i >= len(n) {
-			return fleet.RateReply{}, fmt.Errorf("redisfleet: reserve: bad reply %v", v)
+			return fleetdriver.RateReply{}, fmt.Errorf("redisfleet: reserve: bad reply %v", v)
 		}
 		n[i] = x
 	}
 	switch {
 	case n[1] < 0:
-		return fleet.RateReply{}, fmt.Errorf("redisfleet: reserve: bad reply %v", v)
+		return fleetdriver.RateReply{}, fmt.Errorf("redisfleet: reserve: bad reply %v", v)
 	case n[0] == 1 && len(v) == 4 && n[2] >= 0 && n[3] >= 0 && n[3] < 1000:
 		mark := strconv.FormatInt(n[2], 10) + "." + fmt.Sprintf("%03d", n[3])
-		return fleet.RateReply{OK: true, Delay: microsToDuration(n[1]), Mark: mark}, nil
+		return fleetdriver.RateReply{OK: true, Delay: microsToDuration(n[1]), Mark: mark}, nil
 	case n[0] == 0 && len(v) == 2:
-		return fleet.RateReply{Delay: microsToDuration(n[1])}, nil
+		return fleetdriver.RateReply{Delay: microsToDuration(n[1])}, nil
 	default:
-		return fleet.RateReply{}, fmt.Errorf("redisfleet: reserve: bad reply %v", v)
+		return fleetdriver.RateReply{}, fmt.Errorf("redisfleet: reserve: bad reply %v", v)
 	}
 }
 
-func (b *backend) CancelReservation(ctx context.Context, req fleet.RateCancel) error {
+func (b *backend) CancelReservation(ctx context.Context, req fleetdriver.RateCancel) error {
 	if err := checkName("CancelReservation", req.Name); err != nil {
 		return err
 	}

@@ -22,3 +22,20 @@ func statCalls(info, name string) int64 {
 	}
 	return 0
 }
+
+// statMicros reads usec=N of cmdstat_NAME from INFO commandstats.
+func statMicros(info, name string) float64 {
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "usec="); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}

@@ -21,6 +21,14 @@ type LimiterInfo struct {
 	Stats any
 	// OldestWaiting is how long the longest-waiting call has waited; 0 if none waits.
 	OldestWaiting time.Duration
+	// Config is how the limiter (or semaphore) was made, as an operator reads it: settings named
+	// in lowerCamelCase, each with its value as text, in the order to show them — "rate" "10/s",
+	// "burst" "20", "acquireTimeout" "30s", "taskTimeout" "5m0s", "maxWaiting" "100", "fleet"
+	// "llm-api", "fleetCapacity" "40", "lease" "15s", and any others. Only the settings given.
+	Config []Setting
+	// PausedUntil is, for a fleet semaphore whose backend lost its data, when it admits again;
+	// zero when it is not paused.
+	PausedUntil time.Time
 }
 
 // A Stat is one named number of a limiter.
@@ -29,11 +37,18 @@ type Stat struct {
 	Value int64
 }
 
+// A Setting is one named setting of a limiter's configuration, its value as text.
+type Setting struct {
+	Name, Value string
+}
+
 // A LimiterRecord is a named limiter (or fleet semaphore) as a dump sees it.
 type LimiterRecord struct {
 	Name          string
 	Stats         []Stat
 	OldestWaiting time.Duration
+	Config        []Setting
+	PausedUntil   time.Time
 }
 
 // A named list holds the limiters (or the fleet semaphores) that dumps and exporters read, each
@@ -129,7 +144,8 @@ func (list *namedList) collect() []LimiterRecord {
 		if !ok {
 			continue
 		}
-		out = append(out, LimiterRecord{Name: e.name, Stats: stats(info.Stats), OldestWaiting: max(info.OldestWaiting, 0)})
+		out = append(out, LimiterRecord{Name: e.name, Stats: stats(info.Stats), OldestWaiting: max(info.OldestWaiting, 0),
+			Config: slices.Clone(info.Config), PausedUntil: info.PausedUntil})
 	}
 	return out
 }

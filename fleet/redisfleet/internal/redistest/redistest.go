@@ -1,7 +1,10 @@
 // Package redistest starts throw-away redis-server processes for tests, and a TCP proxy that
 // delays or cuts the traffic to one. A server listens on a free loopback port, keeps its files in
-// a temporary directory, persists nothing (--save "" --appendonly no), and is killed when the
-// test ends; no test ever talks to a Redis it did not start.
+// a temporary directory, persists nothing unless the test asks for it (by default --save ""
+// --appendonly no; [Persistent] and [AOF] turn on RDB snapshots or an append-only file), and is
+// killed when the test ends; no test ever talks to a Redis it did not start. A test can freeze
+// a server (SIGSTOP), restart it with or without its files, and put an older copy of its files
+// back, so that it comes back with a state that went back in time.
 //
 // Without a redis-server binary (on PATH, or named by $REDIS_SERVER), the tests that need one
 // skip with a message saying how to install it; with CI=true they fail instead, so that CI never
@@ -162,8 +165,86 @@ func ping(addr string) error {
 	return nil
 }
 
-// Kill kills the server with SIGKILL and waits for it to exit: it loses every key (nothing is
-// persisted). Killing a stopped server does nothing.
+// Persistent are the arguments of a server that persists only when told: SAVE writes dump.rdb
+// (no automatic snapshots, so a test decides what each snapshot holds), and a restart loads it.
+var Persistent = []string{"--save", "", "--dbfilename", "dump.rdb"}
+
+// AOF are the arguments of a server with an append-only file, fsynced every second (Redis's
+// appendfsync default), as production runs it.
+var AOF = []string{"--appendonly", "yes", "--appendfsync", "everysec", "--appenddirname", "aof"}
+
+// Signal sends sig to the server process: SIGSTOP freezes it (its clients wait until their own
+// timeouts, its connections stay open), SIGCONT lets it go on.
+func (s *Server) Signal(sig syscall.Signal) {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(sig)
+	}
+}
+
+// Dir returns the server's data directory.
+func (s *Server) Dir() string { return s.dir }
+
+// CopyFiles copies the server's data files (dump.rdb and the aof directory, whichever exist) to
+// a new directory and returns it: what a backup, or an older snapshot, holds.
+func (s *Server) CopyFiles() string {
+	s.tb.Helper()
+	dst := s.tb.TempDir()
+	for _, name := range []string{"dump.rdb", "aof"} {
+		if err := copyTree(filepath.Join(s.dir, name), filepath.Join(dst, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.tb.Fatalf("redistest: copy %s: %v", name, err)
+		}
+	}
+	return dst
+}
+
+// RestartFrom kills the server and starts it again on the same address with the data files of
+// from (a directory from CopyFiles): a restart with a state that went back in time, as a restore
+// from an older RDB snapshot, or an AOF that lost its tail.
+func (s *Server) RestartFrom(from string) {
+	s.tb.Helper()
+	s.Kill()
+	for _, name := range []string{"dump.rdb", "aof"} {
+		_ = os.RemoveAll(filepath.Join(s.dir, name))
+		if err := copyTree(filepath.Join(from, name), filepath.Join(s.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.tb.Fatalf("redistest: restore %s: %v", name, err)
+		}
+	}
+	s.Restart()
+}
+
+// copyTree copies a file, or a directory of files, from src to dst.
+func copyTree(src, dst string) error {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := copyTree(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Kill kills the server with SIGKILL and waits for it to exit: it loses every key it has not
+// persisted. Killing a server that is not running does nothing.
 func (s *Server) Kill() {
 	s.mu.Lock()
 	cmd, exited := s.cmd, s.exited
@@ -176,8 +257,8 @@ func (s *Server) Kill() {
 	<-exited
 }
 
-// Restart kills the server and starts a new one on the same address, with no data: a restart
-// with data loss.
+// Restart kills the server and starts a new one on the same address and directory: without
+// persistence, a restart with data loss; with it, the server loads what its files hold.
 func (s *Server) Restart() {
 	s.tb.Helper()
 	s.Kill()
@@ -192,14 +273,15 @@ func (s *Server) Restart() {
 }
 
 // Options returns client options for the server: ctx deadlines reach the network
-// (ContextTimeoutEnabled), and timeouts are short, as a test wants them.
+// (ContextTimeoutEnabled), and the client's own timeouts are long enough for a loaded machine
+// (10 s): a test that wants an unreachable Redis to show sooner sets its own.
 func (s *Server) Options() *redis.Options {
 	return &redis.Options{
 		Addr:                  s.Addr,
 		ContextTimeoutEnabled: true,
-		DialTimeout:           time.Second,
-		ReadTimeout:           2 * time.Second,
-		WriteTimeout:          2 * time.Second,
+		DialTimeout:           5 * time.Second,
+		ReadTimeout:           10 * time.Second,
+		WriteTimeout:          10 * time.Second,
 	}
 }
 

@@ -1,4 +1,4 @@
-package fleet_test
+package fleetdriver_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/fleet/fleetdriver"
 )
 
 // FuzzMemoryBackend drives the in-memory backend with a sequence of requests from several
@@ -28,13 +28,13 @@ func FuzzMemoryBackend(f *testing.F) {
 
 // fuzzMemoryBackend runs under synctest: the backend's clock moves only when the input says.
 func fuzzMemoryBackend(t *testing.T, ops []byte) {
-	m := fleet.NewMemory()
+	m := fleetdriver.NewMemory()
 	ctx := context.Background()
 	const name = "x"
 	ttl := time.Second
 	caps := []int64{2, 3, 5}
 	type lease struct {
-		l       fleet.Lease
+		l       fleetdriver.Lease
 		granted bool
 	}
 	var live []*lease             // granted or queued, as far as we know
@@ -65,13 +65,13 @@ func fuzzMemoryBackend(t *testing.T, ops []byte) {
 		case 0, 1: // a new request
 			c := int(op>>3) % len(caps)
 			seq++
-			x := &lease{l: fleet.Lease{ID: fmt.Sprintf("c%d.%d", c, seq), N: 1 + int64(arg)%3, Capacity: caps[c]}}
+			x := &lease{l: fleetdriver.Lease{ID: fmt.Sprintf("c%d.%d", c, seq), N: 1 + int64(arg)%3, Capacity: caps[c]}}
 			if x.l.N > x.l.Capacity {
 				x.l.N = x.l.Capacity
 			}
 			wait := op&0x40 != 0
 			queuedBefore := m.Queued(name)
-			r, err := m.Acquire(ctx, fleet.AcquireRequest{Name: name, Lease: x.l, TTL: ttl, Wait: wait})
+			r, err := m.Acquire(ctx, fleetdriver.AcquireRequest{Name: name, Lease: x.l, TTL: ttl, Wait: wait})
 			if err != nil {
 				if !down {
 					t.Fatalf("step %d: %v", i, err)
@@ -101,7 +101,7 @@ func fuzzMemoryBackend(t *testing.T, ops []byte) {
 			if x == nil {
 				continue
 			}
-			r, err := m.Acquire(ctx, fleet.AcquireRequest{Name: name, Lease: x.l, TTL: ttl, Wait: true})
+			r, err := m.Acquire(ctx, fleetdriver.AcquireRequest{Name: name, Lease: x.l, TTL: ttl, Wait: true})
 			if err != nil {
 				continue
 			}
@@ -124,13 +124,13 @@ func fuzzMemoryBackend(t *testing.T, ops []byte) {
 			if x == nil {
 				continue
 			}
-			if err := m.Release(ctx, name, []fleet.Lease{x.l}); err != nil {
+			if err := release(m, name, []fleetdriver.Lease{x.l}); err != nil {
 				continue
 			}
 			released[x.l.ID] = true
 			drop(x)
 		case 4: // renew every granted lease of one client
-			var ls []fleet.Lease
+			var ls []fleetdriver.Lease
 			var xs []*lease
 			for _, x := range live {
 				if x.granted {
@@ -138,27 +138,27 @@ func fuzzMemoryBackend(t *testing.T, ops []byte) {
 				}
 			}
 			for id := range released { // and a released one, which must not come back
-				ls = append(ls, fleet.Lease{ID: id, N: 1, Capacity: 5, Token: 1, Epoch: -1})
+				ls = append(ls, fleetdriver.Lease{ID: id, N: 1, Capacity: 5, Token: 1, Epoch: -1})
 				break
 			}
-			r, err := m.Renew(ctx, fleet.RenewRequest{Name: name, TTL: ttl, Leases: ls})
+			r, err := m.Renew(ctx, fleetdriver.RenewRequest{Name: name, TTL: ttl, Leases: ls})
 			if err != nil {
 				continue
 			}
 			for j, st := range r.Status {
 				if j >= len(xs) {
-					if st == fleet.LeaseRenewed {
+					if st == fleetdriver.LeaseRenewed {
 						t.Fatalf("step %d: a released lease was renewed", i)
 					}
-					if st == fleet.LeaseReregistered { // a stale holder: let it go again
-						_ = m.Release(ctx, name, ls[j:j+1])
+					if st == fleetdriver.LeaseReregistered { // a stale holder: let it go again
+						_ = release(m, name, ls[j:j+1])
 					}
 					continue
 				}
 				switch st {
-				case fleet.LeaseLost: // not a lease any more (it may be queued again)
+				case fleetdriver.LeaseLost: // not a lease any more (it may be queued again)
 					xs[j].granted = false
-				case fleet.LeaseReregistered:
+				case fleetdriver.LeaseReregistered:
 					xs[j].l.Epoch = r.Epoch
 				}
 			}
@@ -177,11 +177,11 @@ func fuzzMemoryBackend(t *testing.T, ops []byte) {
 		}
 	}
 	m.SetDown(false)
-	var all []fleet.Lease
+	var all []fleetdriver.Lease
 	for _, x := range live {
 		all = append(all, x.l)
 	}
-	if err := m.Release(ctx, name, all); err != nil {
+	if err := release(m, name, all); err != nil {
 		t.Fatal(err)
 	}
 	if held, queued := m.Held(name), m.Queued(name); held != 0 || queued != 0 {
@@ -206,9 +206,9 @@ func FuzzRateBucket(f *testing.F) {
 func fuzzRateBucket(t *testing.T, rate uint16, burst uint8, ops []byte) {
 	perSecond := float64(1 + rate%1000)
 	b := int64(1 + burst%20)
-	m := fleet.NewMemory()
+	m := fleetdriver.NewMemory()
 	ctx := context.Background()
-	req := fleet.RateRequest{Name: "r", PerSecond: perSecond, Burst: b, MaxWait: -1}
+	req := fleetdriver.RateRequest{Name: "r", PerSecond: perSecond, Burst: b, MaxWait: -1}
 	type start struct {
 		at   time.Time
 		mark string
@@ -246,7 +246,7 @@ func fuzzRateBucket(t *testing.T, rate uint16, burst uint8, ops []byte) {
 			if !m.Now().Before(last.at) {
 				continue
 			}
-			if err := m.CancelReservation(ctx, fleet.RateCancel{Name: "r", PerSecond: perSecond, Burst: b, Mark: last.mark}); err != nil {
+			if err := m.CancelReservation(ctx, fleetdriver.RateCancel{Name: "r", PerSecond: perSecond, Burst: b, Mark: last.mark}); err != nil {
 				t.Fatal(err)
 			}
 			starts = starts[:len(starts)-1]
@@ -267,4 +267,9 @@ func fuzzRateBucket(t *testing.T, rate uint16, burst uint8, ops []byte) {
 			}
 		}
 	}
+}
+
+func release(m *fleetdriver.Memory, name string, leases []fleetdriver.Lease) error {
+	_, err := m.Release(context.Background(), fleetdriver.ReleaseRequest{Name: name, Leases: leases})
+	return err
 }

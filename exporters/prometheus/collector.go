@@ -1,0 +1,204 @@
+package prometheus
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/goloom/loom/internal/registry"
+)
+
+// NewCollector returns a Collector of every named limiter, fleet semaphore and recorded scope of
+// the process (see the package documentation for the metrics). Register it on any registry,
+// once per registry: each scrape reads loom's registry afresh, so every collector shows the same
+// numbers. It is safe for concurrent scrapes.
+func NewCollector() prometheus.Collector { return &collector{} }
+
+// A collector keeps, between scrapes, the label pairs of each name it exported at the last one,
+// so that a scrape builds no label for a name it already knew; a name absent from a scrape is
+// forgotten. mu serializes the scrapes of one collector.
+type collector struct {
+	mu     sync.Mutex
+	labels map[labelKey][][]*dto.LabelPair
+}
+
+// A labelKey is one name of one family: its label pairs are those of each metric of the family,
+// in the order of the family's table.
+type labelKey struct{ label, name string }
+
+// A metric is one series per name: the stat it reads, of the kind it is.
+type metric struct {
+	desc    *prometheus.Desc
+	kind    prometheus.ValueType
+	stat    string // the Stats field, in lowerCamelCase, as the registry names it
+	outcome string // for loom_limiter_calls_total, the outcome label's value
+}
+
+// The label of each family: the limiter's, the semaphore's or the scopes' name.
+const (
+	limiterLabel   = "limiter"
+	semaphoreLabel = "semaphore"
+	scopeLabel     = "scope"
+	outcomeLabel   = "outcome"
+)
+
+func gauge(name, stat, label, help string) metric {
+	return metric{prometheus.NewDesc(name, help, []string{label}, nil), prometheus.GaugeValue, stat, ""}
+}
+
+func counter(name, stat, label, help string) metric {
+	return metric{prometheus.NewDesc(name, help, []string{label}, nil), prometheus.CounterValue, stat, ""}
+}
+
+var callsDesc = prometheus.NewDesc("loom_limiter_calls_total",
+	"Calls of a limiter that have ended, by outcome: completed (returned nil), failed (any other error: the task's own, a panic, a Goexit), rejected (no slot: acquire timeout, too many waiting, closed, or the fleet unavailable), timed_out (the task timeout fired), cancelled (the caller's context or Future was cancelled).",
+	[]string{limiterLabel, outcomeLabel}, nil)
+
+func calls(stat, outcome string) metric {
+	return metric{callsDesc, prometheus.CounterValue, stat, outcome}
+}
+
+// limiterMetrics are the series of each limiter name, from limiter.Stats.
+var limiterMetrics = []metric{
+	gauge("loom_limiter_in_flight", "inFlight", limiterLabel, "Slots of a limiter held now: tasks running, overrunning ones included."),
+	gauge("loom_limiter_waiting", "waiting", limiterLabel, "Calls of a limiter waiting for a slot now: blocked Do and Call callers and queued Submits."),
+	gauge("loom_limiter_limit", "limit", limiterLabel, "The most tasks a limiter runs at once; WithAdaptive moves it."),
+	gauge("loom_limiter_rate_waiting", "rateWaiting", limiterLabel, "Calls of a limiter waiting for a token of its WithRate now."),
+	calls("completed", "completed"),
+	calls("failed", "failed"),
+	calls("rejected", "rejected"),
+	calls("timedOut", "timed_out"),
+	calls("cancelled", "cancelled"),
+	counter("loom_limiter_panics_total", "panicked", limiterLabel, "Panics in a limiter's tasks, whichever outcome their call was counted in."),
+	counter("loom_limiter_limit_changes_total", "limitChanges", limiterLabel, "Moves of a limiter's limit by WithAdaptive."),
+}
+
+// semaphoreMetrics are the series of each fleet semaphore name, from fleet.Stats.
+var semaphoreMetrics = []metric{
+	gauge("loom_fleet_capacity", "capacity", semaphoreLabel, "The permits a fleet semaphore admits across every process of the fleet."),
+	gauge("loom_fleet_permits_held", "held", semaphoreLabel, "Permits (summed weight) a fleet semaphore of this process holds now, leased or degraded."),
+	gauge("loom_fleet_waiting", "waiting", semaphoreLabel, "Acquire calls of a fleet semaphore of this process that have not returned yet."),
+	counter("loom_fleet_acquired_total", "acquired", semaphoreLabel, "Permits a fleet semaphore granted: leased ones and, while the backend was down, degraded ones."),
+	counter("loom_fleet_leases_lost_total", "leasesLost", semaphoreLabel, "Permits of a fleet semaphore whose lease was lost while held."),
+	counter("loom_fleet_unavailable_total", "unavailable", semaphoreLabel, "Acquire calls of a fleet semaphore that met an unreachable backend."),
+	counter("loom_fleet_degraded_total", "degraded", semaphoreLabel, "Permits a fleet semaphore granted without a lease (FailOpen or Degrade), also counted in acquired."),
+	counter("loom_fleet_round_trips_total", "roundTrips", semaphoreLabel, "Calls of a fleet semaphore into its backend: acquires, renewals, releases, subscriptions."),
+}
+
+// scopeMetrics are the series of each scope name, from the registry's counts by name.
+var scopeMetrics = []metric{
+	gauge("loom_scopes_open", "open", scopeLabel, "Scopes of a name open now (recorded while inspect's Scopes is on; scope for a scope without a name)."),
+	gauge("loom_subtasks_running", "running", scopeLabel, "Subtasks running now in the open scopes of a name; forks waiting for a WithLimit slot are not counted."),
+}
+
+// largest are the stats that one name's records share rather than add up (see the package
+// documentation).
+var largest = []string{"capacity"}
+
+// Describe sends the descriptions of every metric: the collector is checked, so a registry
+// refuses another collector that exports the same names.
+func (*collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, ms := range [][]metric{limiterMetrics, semaphoreMetrics, scopeMetrics} {
+		for i, m := range ms {
+			if i == 0 || m.desc != ms[i-1].desc { // the calls share one
+				ch <- m.desc
+			}
+		}
+	}
+}
+
+// Collect reads the registry: every named limiter and fleet semaphore still reachable, and the
+// recorded scopes, one series per name.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	limiters := registry.SumByName(registry.CollectLimiters())
+	semaphores := registry.SumByName(registry.CollectSemaphores(), largest...)
+	counts := registry.CountScopes()
+	scopes := make([]registry.LimiterRecord, len(counts))
+	for i, sc := range counts {
+		scopes[i] = registry.LimiterRecord{Name: sc.Name, Stats: []registry.Stat{{Name: "open", Value: sc.Open}, {Name: "running", Value: sc.Running}}}
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := batch{
+		old:     c.labels,
+		labels:  make(map[labelKey][][]*dto.LabelPair, len(c.labels)),
+		samples: make([]sample, 0, len(limiters)*len(limiterMetrics)+len(semaphores)*len(semaphoreMetrics)+len(scopes)*len(scopeMetrics)),
+	}
+	b.records(limiterMetrics, limiterLabel, limiters)
+	b.records(semaphoreMetrics, semaphoreLabel, semaphores)
+	b.records(scopeMetrics, scopeLabel, scopes)
+	c.labels = b.labels
+	for i := range b.samples {
+		ch <- &b.samples[i]
+	}
+}
+
+// A batch is one scrape's samples, in one allocation, with their label pairs.
+type batch struct {
+	old, labels map[labelKey][][]*dto.LabelPair
+	samples     []sample
+}
+
+// records adds the metrics of each record. A stat the record lacks is left out: the tests fail
+// when one of the names the tables read goes missing from limiter.Stats or fleet.Stats.
+func (b *batch) records(ms []metric, label string, recs []registry.LimiterRecord) {
+	for _, r := range recs {
+		pairs := b.pairs(ms, labelKey{label, r.Name})
+		for i, m := range ms {
+			if v, ok := r.Stat(m.stat); ok {
+				b.samples = append(b.samples, sample{desc: m.desc, kind: m.kind, labels: pairs[i], value: float64(v)})
+			}
+		}
+	}
+}
+
+// pairs returns the label pairs of each metric of ms for one name: those of the last scrape, or
+// new ones.
+func (b *batch) pairs(ms []metric, k labelKey) [][]*dto.LabelPair {
+	if pairs, ok := b.labels[k]; ok {
+		return pairs
+	}
+	pairs, ok := b.old[k]
+	if !ok {
+		name := &dto.LabelPair{Name: proto.String(k.label), Value: proto.String(k.name)}
+		pairs = make([][]*dto.LabelPair, len(ms))
+		for i, m := range ms {
+			pairs[i] = []*dto.LabelPair{name}
+			if m.outcome != "" { // "limiter" < "outcome": sorted by name, as label pairs must be
+				pairs[i] = append(pairs[i], &dto.LabelPair{Name: proto.String(outcomeLabel), Value: proto.String(m.outcome)})
+			}
+		}
+	}
+	b.labels[k] = pairs
+	return pairs
+}
+
+// A sample is one series' value at a scrape: a prometheus.Metric that writes itself from what it
+// holds, so that a scrape allocates per series only what the registry's Gather does. Against
+// prometheus.MustNewConstMetric per series (which validates and sorts the labels and allocates
+// them, every scrape), this halves the CPU of a Collect of 1,000 limiters (BenchmarkScrape).
+type sample struct {
+	desc   *prometheus.Desc
+	kind   prometheus.ValueType
+	labels []*dto.LabelPair // shared between scrapes and never changed, like a const metric's
+	value  float64
+	gauge  dto.Gauge
+	count  dto.Counter
+}
+
+func (s *sample) Desc() *prometheus.Desc { return s.desc }
+
+func (s *sample) Write(m *dto.Metric) error {
+	m.Label = s.labels
+	if s.kind == prometheus.CounterValue {
+		s.count.Value = &s.value
+		m.Counter = &s.count
+	} else {
+		s.gauge.Value = &s.value
+		m.Gauge = &s.gauge
+	}
+	return nil
+}
