@@ -574,3 +574,58 @@ func TestTaskContextOfATaskOnlyCancelCanEnd(t *testing.T) {
 		assert.Equal(t, outcomes{Submitted: 1, Cancelled: 1}, outcomesOf(s))
 	})
 }
+
+// Future.Cancel racing a task that derives contexts from its own (the task as its context): the
+// real interleavings, thousands of times. Every derived context is done soon after its task is
+// cancelled; no derived context starts a goroutine (goleak, at the end), and the books add up.
+// Mutation-checked: a cancelOwn that forgets its AfterFunc callbacks leaves the derived contexts
+// alive, and the run fails within a second.
+func TestTaskContextCancelStress(t *testing.T) {
+	rounds := 3000
+	if raceEnabled {
+		rounds = 500
+	}
+	l := limiter.New(4)
+	ctx := context.WithValue(context.Background(), ctxKey{}, 1) // no Done: the task is its context
+	var failed atomic.Value                                     // the first failure, as a string
+	var wg sync.WaitGroup
+	for i := range rounds {
+		started := make(chan struct{})
+		f := limiter.Submit(ctx, l, func(ctx context.Context) (int, error) {
+			child, cancel := context.WithCancel(ctx)
+			defer cancel()
+			stop := context.AfterFunc(ctx, func() {})
+			close(started)
+			if i%3 == 0 {
+				stop()
+			}
+			<-ctx.Done()
+			if failed.Load() != nil {
+				return 0, nil // one failure is enough: do not wait for more
+			}
+			select {
+			case <-child.Done():
+			case <-time.After(time.Second): // done within microseconds when right
+				failed.CompareAndSwap(nil, "a derived context was not cancelled with its task")
+				return 0, nil
+			}
+			if ctx.Err() == nil || !errors.Is(context.Cause(child), context.Canceled) {
+				failed.CompareAndSwap(nil, "done, but its Err or Cause does not say so")
+			}
+			return 1, nil
+		})
+		wg.Go(func() {
+			if i%2 == 0 {
+				<-started
+			}
+			f.Cancel()
+			_, err := f.Wait(context.Background())
+			exactly(t, context.Canceled, err)
+		})
+	}
+	wg.Wait()
+	require.NoError(t, l.Shutdown(t.Context()))
+	require.Nil(t, failed.Load())
+	s := atRest(t, l)
+	assert.Equal(t, int64(rounds), s.Cancelled)
+}
