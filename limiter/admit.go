@@ -52,31 +52,31 @@ type stepWait struct {
 }
 
 // slotHere takes the call's slot on the caller's goroutine, waiting in the FIFO queue as far as
-// the call's bounds allow, or returns why it got none.
-func (c *call) slotHere() error {
+// the call's bounds allow, and returns its token's mark (with a rate); or returns why it got none.
+func (c *call) slotHere() (mark int64, err error) {
 	l, ctx := c.l, c.ctx
 	if done := ctx.Done(); done != nil {
 		select {
 		case <-done:
-			return ctxErr(ctx) // a done ctx never gets a slot, even a free one
+			return 0, ctxErr(ctx) // a done ctx never gets a slot, even a free one
 		default:
 		}
 	}
 	if ok, mark := l.slots.TryAcquireMark(1); ok {
-		c.mark, c.slotted = mark, true
-		return nil
+		c.slotted = true
+		return mark, nil
 	}
 	if err := l.refusal(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	region := registry.StartWait(ctx) // a trace region "loom.limiter.wait", while a trace records
-	mark, err := l.slots.AcquireMark(ctx, 1, l.cfg.acquireTimed, l.cfg.acquireTimeout)
+	mark, err = l.slots.AcquireMark(ctx, 1, l.cfg.acquireTimed, l.cfg.acquireTimeout)
 	region.End()
 	if err != nil {
-		return l.queueErr(ctx, err)
+		return 0, l.queueErr(ctx, err)
 	}
-	c.mark, c.slotted = mark, true
-	return nil
+	c.slotted = true
+	return mark, nil
 }
 
 // queueErr is the error of a call that got no slot from the queue: the queue's reason, or its

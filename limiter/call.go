@@ -35,7 +35,6 @@ import (
 type call struct {
 	l        *Limiter
 	ctx      context.Context // the caller's (Submit's)
-	mark     int64           // the mark of the slot's token, with a rate: it goes back if fn never starts
 	mk       window.Mark     // the adaptive limit's mark of the task's start
 	x        *extras         // what few calls need; nil unless the limiter stamps calls or has steps
 	slotted  bool            // the call holds a slot
@@ -248,6 +247,7 @@ type ending struct {
 	counted   bool    // counted already: its caller left while fn ran, and the task overran
 	timedOut  bool    // the task timeout fired before fn returned, for the adaptive limit
 	take      bool    // on a task goroutine that may run the queued task its slot goes to
+	mark      int64   // refused: the mark of the slot's token, with a rate (it goes back)
 }
 
 // finish is the one sequence that ends every call, once its outcome is chosen. It gives back what
@@ -266,7 +266,7 @@ func (c *call) finish(e *ending) (next runner) {
 	held := l.held()
 	if c.slotted {
 		if e.how == refused && l.rate != nil {
-			l.rate.Return(c.mark)
+			l.rate.Return(e.mark) // fn never started: its token goes back
 		}
 		if e.take {
 			next = l.releaseAndTake()
@@ -304,9 +304,10 @@ func (c *call) records(e *ending) {
 	}
 }
 
-// refuse finishes a call that will not start, with err, and returns err.
-func (c *call) refuse(err error) error {
-	c.finish(&ending{how: refused, err: err, o: refusal(err)})
+// refuse finishes a call that will not start, with err, and returns err; mark is its slot's
+// token's, if it got a slot.
+func (c *call) refuse(err error, mark int64) error {
+	c.finish(&ending{how: refused, err: err, o: refusal(err), mark: mark})
 	return err
 }
 
@@ -432,12 +433,14 @@ func (c *call) unwindHere(err *error) {
 // returns why.
 func (c *call) admitHere() (context.Context, error) {
 	l := c.l
+	var mark int64           // the slot's token's, with a rate: it goes back if the call does not start
 	if c.ctx.Done() == nil { // the fast path of slotHere: a ctx that cannot end, a free slot
-		c.slotted, c.mark = l.slots.TryAcquireMark(1)
+		c.slotted, mark = l.slots.TryAcquireMark(1)
 	}
 	if !c.slotted {
-		if err := c.slotHere(); err != nil {
-			return nil, c.refuse(err)
+		var err error
+		if mark, err = c.slotHere(); err != nil {
+			return nil, c.refuse(err, 0)
 		}
 	}
 	if len(l.steps) == 0 && !l.closed.Load() {
@@ -445,7 +448,7 @@ func (c *call) admitHere() (context.Context, error) {
 	}
 	tctx, err := c.admitRest(c.ctx)
 	if err != nil {
-		return nil, c.refuse(err)
+		return nil, c.refuse(err, mark)
 	}
 	return tctx, nil
 }

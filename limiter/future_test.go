@@ -494,9 +494,9 @@ func TestQueuedTasksRunSideBySide(t *testing.T) {
 
 // A queued task costs no goroutine and little memory: a long queue of Submits is the limiter's
 // answer to a burst, so every word of a queued Future is paid once per waiting task. 10,000
-// queued Submits of a plain limiter take at most 272 bytes each (240 for the Future, its
-// callback, and a word of the slice that holds them; BenchmarkLimiterWaitingMemory in the bench
-// module measures a million).
+// queued Submits of a plain limiter take at most 256 bytes each (the Future's 240, and what the
+// heap's accounting adds; BenchmarkLimiterWaitingMemory in the bench module measures a million).
+// Regression: 261 B (a 240 B Future and a 16 B callback closure), then 252 (256 B).
 func TestQueuedSubmitMemory(t *testing.T) {
 	const n = 10_000
 	l := limiter.New(1)
@@ -517,7 +517,7 @@ func TestQueuedSubmitMemory(t *testing.T) {
 	per := float64(inUse()-before) / n
 	require.Equal(t, n, l.Stats().Waiting)
 	t.Logf("%.0f B per queued Submit", per)
-	assert.LessOrEqual(t, per, 272.0, "B per queued Submit")
+	assert.LessOrEqual(t, per, 256.0, "B per queued Submit")
 	close(release)
 	_, err := first.Wait(t.Context())
 	require.NoError(t, err)

@@ -228,7 +228,7 @@ func (t *task) refused(err error) {
 func (t *task) start(foreign bool) (context.Context, error) {
 	l := t.l
 	t.mu.Lock()
-	t.slotted, t.mark, t.foreign = true, t.w.Mark(), foreign
+	t.slotted, t.foreign = true, foreign
 	t.endWaitTrace()
 	if t.timer != nil {
 		t.timer.Stop()
@@ -373,7 +373,7 @@ func (t *task) cancelTask() {
 // overran: counted then). It stops the watcher, and ends the task's context. tctx is the task's
 // context, nil for a task that never ran.
 func (t *task) exit(h how, err error, pe *PanicError, tctx context.Context) ending {
-	e := ending{how: h, fnErr: err, pe: pe, take: h != goexited}
+	e := ending{how: h, fnErr: err, pe: pe, take: h != goexited, mark: t.w.Mark()}
 	if tctx != nil && t.l.cfg.taskTimeout > 0 {
 		e.timedOut = context.Cause(tctx) == ErrTaskTimeout // before the task's context ends (complete)
 	}

@@ -80,15 +80,21 @@ type Waiter struct {
 	prev, next *Waiter
 	err        error                // set before the waiter is signalled; nil means granted
 	owner      any                  // the task this waiter holds a place for, for ReleaseAndTake; nil: none
-	ready      chan struct{}        // blocking waiters: one token when signalled
+	blk        *blocking            // a blocking waiter's own parts; nil for a callback waiter
 	fn         func(*Waiter, error) // callback waiters: called once when signalled (not when taken)
-	timer      *time.Timer          // blocking waiters with a timeout; reused with the node
 	since      time.Duration        // when it was queued, after Sema.epoch, if the semaphore stamps its waiters; guarded by Sema.mu
 	mark       int64                // with a gate: the mark of the pass it was granted with (see Gate)
 	queued     bool                 // on the queue; guarded by Sema.mu
 	taken      bool                 // served by ReleaseAndTake: the taker runs owner; set before signalling
-	// The fields are ordered so that the node packs into 96 bytes: a Submitted task embeds it,
+	// The fields are ordered so that the node packs into 88 bytes: a Submitted task embeds it,
 	// and a million queued tasks pay for every word (BenchmarkLimiterWaitingMemory).
+}
+
+// blocking is what only a blocking waiter needs, apart so that a callback waiter (embedded in
+// every queued Submit of the limiter) is smaller. A node keeps it for its lifetime.
+type blocking struct {
+	ready chan struct{} // one token when signalled
+	timer *time.Timer   // with a timeout; reused with the node
 }
 
 // A Gate is an admission condition besides free permits — the limiter's token bucket. With a
@@ -392,28 +398,28 @@ func (s *Sema) acquireSlow(ctx context.Context, n int64, owner any, timed bool, 
 
 	var expired <-chan time.Time
 	if timed {
-		if w.timer == nil {
-			w.timer = time.NewTimer(d)
+		if w.blk.timer == nil {
+			w.blk.timer = time.NewTimer(d)
 		} else {
-			w.timer.Reset(d)
+			w.blk.timer.Reset(d)
 		}
-		expired = w.timer.C
+		expired = w.blk.timer.C
 	}
 	done := ctx.Done()
 	switch {
 	case done == nil && expired == nil: // a plain receive is cheaper than a select
-		<-w.ready
+		<-w.blk.ready
 		err = w.err
 	case expired == nil:
 		select {
-		case <-w.ready:
+		case <-w.blk.ready:
 			err = w.err
 		case <-done:
 			err = s.abandon(w, ctx.Err())
 		}
 	default:
 		select {
-		case <-w.ready:
+		case <-w.blk.ready:
 			err = w.err
 		case <-done:
 			err = s.abandon(w, ctx.Err())
@@ -422,7 +428,7 @@ func (s *Sema) acquireSlow(ctx context.Context, n int64, owner any, timed bool, 
 		}
 	}
 	if timed {
-		w.timer.Stop()
+		w.blk.timer.Stop()
 	}
 	taken, mark = w.taken, w.mark
 	s.recycle(w)
@@ -436,7 +442,7 @@ func (s *Sema) abandon(w *Waiter, cause error) error {
 	if s.Cancel(w) {
 		return cause
 	}
-	<-w.ready // the signal is on its way, sent after the granter unlocked
+	<-w.blk.ready // the signal is on its way, sent after the granter unlocked
 	switch {
 	case w.taken:
 		return nil
@@ -457,7 +463,7 @@ func (s *Sema) expire(w *Waiter) error {
 	if s.Expire(w) {
 		return ErrTimeout
 	}
-	<-w.ready // the signal is on its way, sent after the granter unlocked
+	<-w.blk.ready // the signal is on its way, sent after the granter unlocked
 	if w.taken {
 		return nil
 	}
@@ -922,12 +928,12 @@ func signal(woken *Waiter, take bool) (owner any) {
 			owner, take = w.owner, false
 			w.taken = true
 			if w.fn == nil {
-				w.ready <- struct{}{} // AcquireFor returns, taken
+				w.blk.ready <- struct{}{} // AcquireFor returns, taken
 			}
 		} else if w.fn != nil {
 			w.fn(w, w.err)
 		} else {
-			w.ready <- struct{}{}
+			w.blk.ready <- struct{}{}
 		}
 		w = next
 	}
@@ -944,7 +950,7 @@ func (s *Sema) node() *Waiter {
 		s.nfree--
 		return w
 	}
-	return &Waiter{ready: make(chan struct{}, 1)}
+	return &Waiter{blk: &blocking{ready: make(chan struct{}, 1)}}
 }
 
 // pushFree puts a blocking waiter its acquirer is done with on the free list. s.mu is held.
