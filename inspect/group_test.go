@@ -95,7 +95,15 @@ func TestIdenticalScopesAreGrouped(t *testing.T) {
 	require.NoError(t, d.WriteText(&b))
 	text := b.String()
 	t.Log("\n" + text)
-	lines := strings.Split(strings.TrimSpace(text), "\n")
+	// Limiters and semaphores other tests of this package registered may still be listed after
+	// the scopes (the registry forgets them when they are collected); only scope lines count.
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+		if strings.HasPrefix(l, "limiter ") || strings.HasPrefix(l, "semaphore ") {
+			break
+		}
+		lines = append(lines, l)
+	}
 	assert.LessOrEqual(t, len(lines), 8, "forty requests in a few lines, not 160")
 	assert.Regexp(t, `(?m)^40 × scope "profile" FailFast running \S+  \S*group_test\.go:\d+  120 running  #\d+ … #\d+$`, text)
 	assert.Regexp(t, `(?m)^  40 × #1 "user" running \S+  \S*group_test\.go:\d+$`, text)
