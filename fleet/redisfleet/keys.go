@@ -11,8 +11,8 @@ import (
 //	fleet:{NAME}:m     hash: born (the epoch, µs), qt (no new grants before it, µs), why (the
 //	                   pause's reason), tok (the last token), held (summed weight of the leases),
 //	                   nq (queue length), mexp (a lower bound of the earliest lease expiry, µs),
-//	                   seq (arrival counter), rid and rchk (the server run that last confirmed the
-//	                   state, and when), mttl and mttlx (the longest TTL in use, and until when)
+//	                   seq (arrival counter), rid (the server run that last confirmed the state),
+//	                   rchk (when a script last trusted it), mttl and mttlx (the longest TTL in use, and until when)
 //	fleet:{NAME}:l     sorted set: lease member → expiry (µs)
 //	fleet:{NAME}:q     sorted set: queued member → arrival number
 //	fleet:{NAME}:qe    sorted set: queued member → death of its queue entry (µs)

@@ -2,6 +2,8 @@ package redisfleet_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -59,6 +61,94 @@ func TestRedisRestoreOfAnOlderStateKeepsTheBound(t *testing.T) {
 			require.NoError(t, err)
 			assert.Greater(t, q.Token(), p2.Token(), "tokens grow across the loss")
 			q.Release()
+			p1.Release()
+		})
+	}
+}
+
+// A restore under steady traffic. A script trusts the state without asking Redis which server run
+// it is in when the state was trusted by a script less than a millisecond before, and moves that
+// mark on: so the state a snapshot (or the AOF) keeps was trusted a moment before it was saved,
+// and the restart must be told apart by its time alone. Two workers of a hammer keep the name
+// busy right up to the kill and from the moment Redis is back; the restored state lacks a permit
+// still held (p2), and the hammer is never let in beside it: at most the capacity in flight. (The
+// restored state may also hold hammer leases already released, which expire within a TTL; if they
+// leave no room, p2 is lost when it registers again, and its holder stops: a lost permit counts
+// as in flight until its context is done.)
+func TestRedisRestoreUnderTrafficKeepsTheBound(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"rdb", redistest.Persistent},
+		{"aof", redistest.AOF},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			const capacity = 3
+			srv := redistest.Start(t, tt.args...)
+			admin := srv.Client()
+			a, hammer := process(t, srv, "api", capacity), process(t, srv, "api", capacity)
+			warm(t, a)
+			var inUse, most atomic.Int64
+			track := func(n int64) {
+				now := inUse.Add(n)
+				for old := most.Load(); now > old && !most.CompareAndSwap(old, now); old = most.Load() {
+				}
+			}
+			held := func(p *fleet.Permit) { // in flight until released or lost
+				track(1)
+				context.AfterFunc(p.Context(), func() { track(-1) })
+			}
+			p1, err := a.Acquire(t.Context(), 1)
+			require.NoError(t, err)
+			held(p1)
+			ctx, stop := context.WithCancel(t.Context())
+			var wg sync.WaitGroup
+			var grants atomic.Int64
+			for range 2 {
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						p, err := hammer.AcquireTimeout(ctx, 1, 100*time.Millisecond)
+						if err != nil {
+							time.Sleep(time.Millisecond) // refused while Redis restarts
+							continue
+						}
+						track(1)
+						grants.Add(1)
+						time.Sleep(200 * time.Microsecond)
+						track(-1)
+						p.Release()
+					}
+				})
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for grants.Load() < 100 { // the hammer is going: the name's state is trusted by the millisecond
+				require.True(t, time.Now().Before(deadline), "the hammer never got going")
+				time.Sleep(time.Millisecond)
+			}
+			if tt.name == "rdb" {
+				require.NoError(t, admin.Save(t.Context()).Err())
+			}
+			older := srv.CopyFiles() // holds p1's lease and a state trusted a moment ago, not p2's
+			p2, err := a.Acquire(t.Context(), 1)
+			require.NoError(t, err)
+			held(p2)
+			srv.RestartFrom(older)
+			before := grants.Load()
+			paused := false // the restore is seen as a loss: admission pauses
+			for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+				paused = paused || !hammer.Stats().PausedUntil.IsZero() || !a.Stats().PausedUntil.IsZero()
+			}
+			stop()
+			wg.Wait()
+			t.Logf("%s: the hammer made %d grants after the restore; at most %d of %d in flight", tt.name, grants.Load()-before, most.Load(), capacity)
+			assert.True(t, paused, "the restored state was taken for the one before the restart")
+			assert.LessOrEqual(t, most.Load(), int64(capacity), "admitted beside a permit the restored state lacked")
+			require.NoError(t, p1.Context().Err(), "a lease the restored state holds is renewed")
+			assert.Positive(t, grants.Load()-before, "the hammer is let in again once the pause is over")
+			p2.Release()
 			p1.Release()
 		})
 	}

@@ -9,10 +9,11 @@ import "github.com/redis/go-redis/v9"
 //
 // The state of a name (see keys.go): the hash m — born (the epoch: when this state was created,
 // or found to have gone back in time), qt (no new grants before it), why (the reason of that
-// pause), tok (the last fencing token), held, nq, mexp, seq, rid and rchk (the run ID of the
-// server that last confirmed the state, and when), mttl and mttlx (the longest lease TTL seen,
-// and until when a lease of it may live) — the sorted set l of leases by expiry, and the queue:
-// q (members by arrival), qe (members by the death of their entry) and qx (member → "TTL:PUSH").
+// pause), tok (the last fencing token), held, nq, mexp, seq, rid (the run ID of the server that
+// last confirmed the state), rchk (when a script last trusted it), mttl and mttlx (the longest
+// lease TTL seen, and until when a lease of it may live) — the sorted set l of leases by expiry,
+// and the queue: q (members by arrival), qe (members by the death of their entry) and qx
+// (member → "TTL:PUSH").
 // Invariants every script keeps:
 //   - held is the summed weight of the members of l; so held == 0 exactly when l is empty.
 //   - nq is the number of members of q; q, qe and qx have the same members.
@@ -30,9 +31,16 @@ import "github.com/redis/go-redis/v9"
 //   - The state is trusted only in the server run that last confirmed it: a script that finds
 //     rid different from the server's run ID (a restart, a restore from an older RDB, an AOF that
 //     lost its tail, a promoted replica) starts a new epoch and pauses admission for the longest
-//     TTL that may be in use, so that every live lease can register again first. INFO is read
-//     at most once a millisecond per name (rchk): a loss goes unseen only if the server both
-//     lost its data and came back within that millisecond.
+//     TTL that may be in use, so that every live lease can register again first. rchk is the time
+//     of the last script that trusted the state; a script trusts it without reading INFO only
+//     within a millisecond after rchk (never before it: a clock that went back is suspect), and
+//     every script that trusts or confirms it moves rchk to its own time. A state that went back
+//     in time was saved before the loss, so its rchk is no later than the last script before the
+//     loss: it is trusted only if the server lost its data, came back and loaded it within a
+//     millisecond of that script (a restart of redis-server takes several: 7.5 ms at least,
+//     measured from exec to its first reply), or if a failover landed on a node whose clock lags
+//     by the failover's own duration to within that millisecond. So under steady traffic INFO is
+//     never read; only a name idle for a millisecond pays for it (5 µs).
 //
 // The uncontended paths come first and touch as little as they can (an Acquire: TIME, one read
 // and two writes; a Release with nobody queued: three calls); everything else is defined below
@@ -89,7 +97,6 @@ local function load(now, ttl, longest, create)
     st.qt, st.why = now + math.max(ttl, longest, 1000000), 1
   elseif now - st.rchk >= 1000 or now < st.rchk then
     local rid = runid()
-    st.rchk = now
     if rid ~= st.rid then
       st.rid = rid
       st.born = math.max(now, st.born + 1)
@@ -99,6 +106,7 @@ local function load(now, ttl, longest, create)
       st.qt, st.why = now + math.max(ttl, longest, st.mttl, 1000000), 2
     end
   end
+  st.rchk = now -- trusted (or confirmed) now: save moves the window on
   if now < st.qt and st.born + ttl > st.qt then st.qt = st.born + ttl end
   seettl(st, now, ttl)
   return st
@@ -258,26 +266,27 @@ local member, ttl, wait = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
 local hb, push, seen, longest = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local v = redis.call('HMGET', M, 'born', 'qt', 'tok', 'held', 'nq', 'mexp', 'rchk', 'mttl', 'mttlx')
+local v = redis.call('HMGET', M, 'born', 'qt', 'tok', 'held', 'nq', 'mexp', 'rchk', 'mttl')
 local born, qt, tok = tonumber(v[1]), tonumber(v[2]) or 0, tonumber(v[3]) or 0
 local held, nq, mexp = tonumber(v[4]) or 0, tonumber(v[5]) or 0, tonumber(v[6]) or 0
-local rchk, mttl, mttlx = tonumber(v[7]) or 0, tonumber(v[8]) or 0, tonumber(v[9]) or 0
+local rchk, mttl = tonumber(v[7]) or 0, tonumber(v[8]) or 0
 local c, n = string.match(member, ':(%d+):(%d+)$')
 c, n = tonumber(c), tonumber(n)
 local exp = now + ttl
--- Uncontended: a state confirmed within the last millisecond, nobody queued, no pause, no lease
--- that may have expired, the longest TTL unchanged, and it fits.
+-- Uncontended: a state trusted within the last millisecond (see rchk), nobody queued, no pause,
+-- no lease that may have expired, the longest TTL unchanged, and it fits. mttlx (until when a
+-- lease of the longest TTL may live) becomes exp without being read: every script that set it
+-- ran at rchk or before with this same TTL, so exp is no earlier.
 if born and nq == 0 and now >= qt and (held == 0 or now < mexp) and held + n <= c
     and now >= rchk and now - rchk < 1000 and ttl == mttl then
   tok = math.max(tok + 1, now, seen + 1)
-  if exp > mttlx then mttlx = exp end
   if redis.call('ZADD', L, 'NX', exp, member) == 0 then
     redis.call('ZADD', L, exp, member)
-    redis.call('HSET', M, 'tok', tok, 'mttlx', mttlx)
+    redis.call('HSET', M, 'tok', tok, 'mttlx', exp, 'rchk', now)
     return {1, tok, born, 0, 0, mttl, 0, c - held}
   end
   if held == 0 or exp < mexp then mexp = exp end
-  redis.call('HSET', M, 'tok', tok, 'held', held + n, 'mexp', mexp, 'mttlx', mttlx)
+  redis.call('HSET', M, 'tok', tok, 'held', held + n, 'mexp', mexp, 'mttlx', exp, 'rchk', now)
   return {1, tok, born, 0, 0, mttl, 0, c - held - n}
 end
 ` + slow + `
@@ -290,7 +299,9 @@ return ask(st, now, member, ttl, wait, hb, push, seen)
 // acquire script's ARGV. Removes each member's lease and queue entry, grants the queue's heads
 // that fit now, then makes the acquire (after them: it never passes anyone). Returns {removed}
 // or {removed, the acquire's reply...}.
-var releaseScript = redis.NewScript(`
+var releaseScript = redis.NewScript(releaseScriptSrc)
+
+const releaseScriptSrc = `
 local M, L, Q, QE, QX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local count = tonumber(ARGV[1])
 local removed, freed = 0, 0
@@ -335,7 +346,7 @@ end
 local r = ask(st, now, member, ttl, wait, hb, push, seen)
 table.insert(r, 1, removed)
 return r
-`)
+`
 
 // renew: KEYS m l q qe qx; ARGV ttl, seen, longest, count, then member, token, epoch for each of
 // count leases, then member, token for each lease to register whatever the capacity. Returns

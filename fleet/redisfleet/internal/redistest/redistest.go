@@ -6,6 +6,11 @@
 // a server (SIGSTOP), restart it with or without its files, and put an older copy of its files
 // back, so that it comes back with a state that went back in time.
 //
+// A crash is SIGKILL ([Server.Kill], and every restart); the end of a test stops the server
+// gracefully ([Server.Stop]: SIGTERM, as an operator's shutdown), so that a server run under a
+// profiler writes its output. $REDIS_SERVER may name a wrapper for that, e.g. a script that runs
+// exec valgrind --tool=callgrind redis-server "$@".
+//
 // Without a redis-server binary (on PATH, or named by $REDIS_SERVER), the tests that need one
 // skip with a message saying how to install it; with CI=true they fail instead, so that CI never
 // passes by skipping them.
@@ -66,7 +71,7 @@ type Server struct {
 }
 
 // Start starts a redis-server on a free loopback port, with extra command-line args if any, and
-// kills it when tb ends. It skips or fails tb as [Binary] does when there is no binary.
+// stops it (see [Server.Stop]) when tb ends. It skips or fails tb as [Binary] does when there is no binary.
 func Start(tb testing.TB, args ...string) *Server {
 	tb.Helper()
 	s := &Server{tb: tb, bin: Binary(tb), dir: tb.TempDir(), args: args}
@@ -74,7 +79,7 @@ func Start(tb testing.TB, args ...string) *Server {
 	for range 5 { // a free port may be taken between our look and the server's bind
 		s.Addr = "127.0.0.1:" + strconv.Itoa(freePort(tb))
 		if err = s.start(); err == nil {
-			tb.Cleanup(s.Kill)
+			tb.Cleanup(s.Stop)
 			return s
 		}
 	}
@@ -255,6 +260,32 @@ func (s *Server) Kill() {
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	<-exited
+}
+
+// stopWait bounds how long Stop waits for a graceful exit (a server under valgrind writes its
+// profile first) before it kills the server.
+const stopWait = time.Minute
+
+// Stop ends the server as an operator would: SIGCONT (in case it is frozen), then SIGTERM, on
+// which Redis exits cleanly (saving only if it was told to, as a shutdown does); after stopWait
+// it is killed. A server run under a profiler (valgrind) writes its output on the way out. Stop
+// waits for the exit; stopping a server that is not running does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd, s.exited = nil, nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(stopWait):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
 }
 
 // Restart kills the server and starts a new one on the same address and directory: without
