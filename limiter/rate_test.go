@@ -356,3 +356,88 @@ func TestRateStress(t *testing.T) {
 		assert.Positive(t, s.Cancelled, "some callers left")
 	})
 }
+
+// "Rates saturate. Every interval and sum computed from a rate (limiter and fleet) saturates at
+// the largest Duration; any rate > 0 and burst ≥ 1 behaves as its numbers say." Regression: a
+// rate of 1e-10 let every call through (its interval overflowed), a burst of 1e10 refused the
+// first call (its tolerance did), and rates above 1e9 a second panicked.
+func TestRateExtremesBehaveAsTheirNumbersSay(t *testing.T) {
+	noop := func(context.Context) error { return nil }
+	t.Run("a token in three centuries", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l := limiter.New(10, limiter.WithRate(1e-10, 3), limiter.WithAcquireTimeout(0))
+			for i := range 3 {
+				require.NoError(t, l.Do(t.Context(), noop), "call %d: within the burst", i)
+			}
+			require.ErrorIs(t, l.Do(t.Context(), noop), limiter.ErrAcquireTimeout)
+			time.Sleep(200 * 365 * 24 * time.Hour) // two centuries of fake time
+			require.ErrorIs(t, l.Do(t.Context(), noop), limiter.ErrAcquireTimeout, "still no token")
+			f := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 0, nil })
+			_, err := f.Wait(t.Context())
+			require.ErrorIs(t, err, limiter.ErrAcquireTimeout)
+			assert.Equal(t, int64(3), atRest(t, l).Rejected)
+		})
+	})
+	t.Run("a burst of ten billion", func(t *testing.T) {
+		l := limiter.New(10, limiter.WithRate(1, 1e10), limiter.WithAcquireTimeout(0))
+		for i := range 1000 {
+			require.NoError(t, l.Do(t.Context(), noop), "call %d: within the burst", i)
+		}
+		assert.Equal(t, int64(1000), atRest(t, l).Completed)
+	})
+	t.Run("a trillion a second", func(t *testing.T) {
+		l := limiter.New(10, limiter.WithRate(1e12, 1), limiter.WithAcquireTimeout(time.Minute))
+		for range 1000 {
+			require.NoError(t, l.Do(t.Context(), noop))
+		}
+		atRest(t, l)
+	})
+	t.Run("a second of waiting, at a tiny rate, is rejected at once", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l := limiter.New(10, limiter.WithRate(1e-10, 1), limiter.WithAcquireTimeout(time.Second))
+			require.NoError(t, l.Do(t.Context(), noop))
+			start := time.Now()
+			require.ErrorIs(t, l.Do(t.Context(), noop), limiter.ErrAcquireTimeout)
+			assert.Zero(t, time.Since(start), "the token would come in centuries: rejected at once")
+			atRest(t, l)
+		})
+	})
+}
+
+// "A token at or before the deadline is admitted (x/time/rate's ReserveN with a max wait): the
+// wait's expiry makes one last try at the gate." Regression: the wait for a token that came
+// exactly at the acquire deadline (or up to ~200 µs before it, on a real clock) ended in
+// ErrAcquireTimeout whenever the waiter's own timer beat the gate's.
+func TestRateTokenAtTheDeadlineIsAdmitted(t *testing.T) {
+	noop := func(context.Context) error { return nil }
+	t.Run("fake clock, exactly at the deadline", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			for i := range 50 {
+				l := limiter.New(10, limiter.WithRate(1, 1), limiter.WithAcquireTimeout(time.Second))
+				require.NoError(t, l.Do(t.Context(), noop)) // the token of now; the next comes in 1 s
+				if i%2 == 0 {
+					require.NoError(t, l.Do(t.Context(), noop), "round %d: Do", i)
+				} else {
+					_, err := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 0, nil }).Wait(t.Context())
+					require.NoError(t, err, "round %d: Submit", i)
+				}
+				atRest(t, l)
+			}
+		})
+	})
+	t.Run("real clock, the token just before the deadline", func(t *testing.T) {
+		// A token every millisecond and an acquire timeout of one: the second call's token comes
+		// no later than its deadline, however late the machine runs its timers.
+		for i := range 200 {
+			l := limiter.New(10, limiter.WithRate(1000, 1), limiter.WithAcquireTimeout(time.Millisecond))
+			require.NoError(t, l.Do(t.Context(), noop))
+			if i%2 == 0 {
+				require.NoError(t, l.Do(t.Context(), noop), "round %d: Do", i)
+			} else {
+				_, err := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 0, nil }).Wait(t.Context())
+				require.NoError(t, err, "round %d: Submit", i)
+			}
+			atRest(t, l)
+		}
+	})
+}
