@@ -179,8 +179,8 @@ func New(b Backend, name string, capacity int64, opts ...Option) *Semaphore {
 	return s
 }
 
-// inspectInfo is what a dump reads of the Semaphore. A method expression, so that the registry
-// holds nothing that keeps s alive.
+// inspectInfo is what a dump reads of the Semaphore: its stats and how it was made. A method
+// expression, so that the registry holds nothing that keeps s alive.
 func (s *Semaphore) inspectInfo() registry.LimiterInfo {
 	st := s.Stats()
 	var paused int64
@@ -198,6 +198,9 @@ func (s *Semaphore) inspectInfo() registry.LimiterInfo {
 		{Name: "degraded", Value: st.Degraded},
 		{Name: "roundTrips", Value: st.RoundTrips},
 		{Name: "pausedMillis", Value: paused}, // admission paused after a loss of data: ms left
+	}, PausedUntil: st.PausedUntil, Config: []registry.Setting{
+		{Name: "lease", Value: s.cfg.ttl.String()},
+		{Name: "whenUnavailable", Value: s.cfg.mode.String()},
 	}}
 }
 

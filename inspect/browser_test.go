@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,8 +20,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goloom/loom/fleet"
 	"github.com/goloom/loom/inspect"
 	"github.com/goloom/loom/internal/registry/regtest"
+	"github.com/goloom/loom/limiter"
+	"github.com/goloom/loom/scope"
 )
 
 // chromium returns the path of a Chromium (or Chrome) binary, LOOM_CHROMIUM first. Without one
@@ -159,4 +163,183 @@ func palette(img image.Image) (int, float64) {
 		most = max(most, n)
 	}
 	return len(counts), float64(most) / float64(b.Dx()*b.Dy())
+}
+
+// loadedService is a service under load, as the README's picture shows it: forty requests in one
+// handler (two named calls each, one through a rate-limited limiter that holds a queue, a nested
+// scope), a checkout stuck past its deadline behind a call that ignores its context, a fleet
+// semaphore the limiter shares. It returns the server of its /debug/loom and a function that
+// ends it all.
+func loadedService(t *testing.T) (*httptest.Server, func()) {
+	t.Helper()
+	enable(t, inspect.Scopes)
+	mem := fleet.NewMemory()
+	sem := fleet.New(mem, "llm-fleet", 40, fleet.WithLease(15*time.Second))
+	api := limiter.New(8, limiter.WithName("llm-api"), limiter.WithRate(50, 10),
+		limiter.WithAcquireTimeout(30*time.Second), limiter.WithTaskTimeout(5*time.Minute), limiter.WithFleet(sem))
+	release := make(chan struct{})
+	started := make(chan struct{}, 200)
+	park := func(ctx context.Context) error { started <- struct{}{}; <-release; return nil }
+	var scopes []*scope.Scope
+	for range 40 {
+		s := scope.Open(context.Background(), scope.WithName("profile"), scope.WithTimeout(time.Hour))
+		s.GoNamed("user", park)
+		s.GoNamed("recommend", func(ctx context.Context) error {
+			return api.Do(ctx, func(ctx context.Context) error { return park(ctx) })
+		})
+		s.Go(func(ctx context.Context) error {
+			c := scope.Open(ctx, scope.WithName("avatar"), scope.AwaitAll())
+			c.Go(park)
+			return c.Join()
+		})
+		scopes = append(scopes, s)
+		time.Sleep(10 * time.Millisecond) // spreads the requests' ages, for the picture; nothing waits on it
+	}
+	checkout := scope.Open(context.Background(), scope.WithName("checkout"), scope.WithTimeout(10*time.Millisecond))
+	checkout.GoNamed("payment", func(context.Context) error { started <- struct{}{}; <-release; return nil }) // ignores ctx
+	require.Eventually(t, func() bool { return api.Stats().Waiting == 32 }, 10*time.Second, time.Millisecond)
+	for range 40 + 40 + 8 + 1 { // users, avatars, the calls in flight, the payment
+		<-started
+	}
+	require.Eventually(t, func() bool { return checkout.Context().Err() != nil }, 10*time.Second, time.Millisecond)
+	srv := httptest.NewServer(inspect.Handler())
+	return srv, func() {
+		srv.Close()
+		close(release)
+		for _, s := range scopes {
+			require.NoError(t, s.Join())
+		}
+		require.ErrorIs(t, checkout.Join(), scope.ErrTimeout)
+		require.NoError(t, sem.Close())
+	}
+}
+
+// The page of a service under load, in a real browser: the forty requests are one card with
+// their count, which lists them when opened; the stuck checkout stands out; the limiter shows its
+// settings and the calls its rate holds back; the fleet semaphore has its card. The screenshot is
+// the one the docs show (INSPECT_SCREENSHOT_DIR keeps it).
+func TestPageUnderLoadInABrowser(t *testing.T) {
+	bin := chromium(t)
+	srv, stop := loadedService(t)
+	defer stop()
+	dir := os.Getenv("INSPECT_SCREENSHOT_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	shot := filepath.Join(dir, "inspect-page-under-load.png")
+	url := srv.URL + "/debug/loom?format=html"
+	headless(t, bin, url, "--screenshot="+shot, "--window-size=1280,1100")
+	raw, err := os.ReadFile(shot)
+	require.NoError(t, err)
+	img, err := png.Decode(bytes.NewReader(raw))
+	require.NoError(t, err)
+	colours, dominant := palette(img)
+	assert.Greater(t, colours, 50)
+	assert.Less(t, dominant, 0.9)
+	t.Logf("screenshot %s: %dx%d", shot, img.Bounds().Dx(), img.Bounds().Dy())
+
+	dom := string(headless(t, bin, url, "--dump-dom", "--virtual-time-budget=3000"))
+	for _, want := range []string{
+		`<span class="count">40 ×</span>`, `<summary>the 40 scopes</summary>`,
+		`<span class="count">40 ×</span><span class="id">`, `<span class="name">avatar</span>`,
+		`<span class="name">checkout</span>`, `class="tag">stuck?`,
+		`<dt>rate</dt><dd>50/s</dd>`, `<dt>acquire timeout</dt><dd>30s</dd>`, `<dt>fleet</dt><dd>llm-fleet</dd>`,
+		"32 waiting", "held back by the rate", `data-semaphore="llm-fleet"`,
+		"bars: share of the scope", `id="status">live, every 2 s`,
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the page has no %q", want)
+		}
+	}
+}
+
+// overflowCheck is a script the tests add to the page: it writes, into a <pre id="overflow">,
+// each element that is wider than its box or reaches past the window's right edge, or "none".
+const overflowCheck = `<script>
+window.addEventListener("load", function () {
+  var bad = [], w = document.documentElement.clientWidth;
+  if (document.documentElement.scrollWidth > w) { bad.push("page " + document.documentElement.scrollWidth + " > " + w); }
+  document.querySelectorAll(".card, .limiter, .task, .head, .counts, .row, .summary, header").forEach(function (e) {
+    var r = e.getBoundingClientRect();
+    if (e.scrollWidth > e.clientWidth + 1) { bad.push(e.className + " scrolls " + e.scrollWidth + " > " + e.clientWidth); }
+    if (r.right > w + 0.5) { bad.push(e.className + " ends at " + r.right + " > " + w); }
+  });
+  var p = document.createElement("pre");
+  p.id = "overflow";
+  p.textContent = (bad.length ? bad.join("\n") : "none") + " (width " + w + ")";
+  document.body.appendChild(p);
+});
+</script>`
+
+// withScript serves h's pages with script added before </body>.
+func withScript(h http.Handler, script string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := strings.Replace(rec.Body.String(), "</body>", script+"</body>", 1)
+		w.Header().Set("Content-Type", rec.Header().Get("Content-Type"))
+		_, _ = io.WriteString(w, body)
+	})
+}
+
+// framed is a page that shows url in an iframe width pixels wide (headless Chromium's window is at
+// least 500 px wide: the frame is the phone), and copies the frame's <pre id="overflow"> into its
+// own once the check in the frame has run.
+func framed(url string, width int) string {
+	return fmt.Sprintf(`<!DOCTYPE html><html><body style="margin:0">
+<iframe id="f" src="%s" style="width:%dpx;height:900px;border:0"></iframe>
+<pre id="overflow">not checked</pre>
+<script>
+(function poll() {
+  var d = document.getElementById("f").contentDocument, p = d && d.getElementById("overflow");
+  if (p) { document.getElementById("overflow").textContent = p.textContent; } else { setTimeout(poll, 20); }
+})();
+</script></body></html>`, url, width)
+}
+
+// Regression (issue 21): at 420 px a subtask row overflowed its card. In a phone-sized frame
+// nothing of the page is wider than its box, nor than the frame.
+func TestPageAt420px(t *testing.T) {
+	bin := chromium(t)
+	_, stop := loadedService(t)
+	defer stop()
+	mux := http.NewServeMux()
+	mux.Handle("/page", withScript(inspect.Handler(), overflowCheck))
+	for _, width := range []int{420, 360} {
+		mux.HandleFunc(fmt.Sprintf("/frame%d", width), func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = io.WriteString(w, framed("/page?format=html", width))
+		})
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, width := range []int{420, 360} {
+		dom := string(headless(t, bin, fmt.Sprintf("%s/frame%d", srv.URL, width), "--dump-dom", "--virtual-time-budget=1000"))
+		start := strings.Index(dom, `<pre id="overflow">`)
+		require.GreaterOrEqual(t, start, 0, "the frame's page")
+		end := strings.Index(dom[start:], "</pre>")
+		assert.Equal(t, fmt.Sprintf(`<pre id="overflow">none (width %d)`, width), dom[start:start+end], "at %d px", width)
+	}
+}
+
+// Regression (issue 21): with JavaScript off the page said "live, every 2 s" and showed a pause
+// button that did nothing. Without JavaScript it says what it does — it reloads itself every 5 s —
+// and has no button; with JavaScript it is live and the button is there.
+func TestPageWithoutJavaScript(t *testing.T) {
+	bin := chromium(t)
+	srv := httptest.NewServer(inspect.Handler())
+	defer srv.Close()
+	// No script of the page runs under this policy, as with JavaScript off (which headless
+	// Chromium's --dump-dom cannot do: it reads the page through script).
+	noScripts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "script-src 'none'")
+		inspect.Handler().ServeHTTP(w, r)
+	}))
+	defer noScripts.Close()
+	off := string(headless(t, bin, noScripts.URL+"/?format=html", "--dump-dom", "--virtual-time-budget=500"))
+	assert.Contains(t, off, `<span id="status">reloads itself every 5 s (JavaScript is off)</span>`)
+	assert.Contains(t, off, `<button id="toggle" type="button" hidden="">pause</button>`)
+	on := string(headless(t, bin, srv.URL+"/?format=html", "--dump-dom", "--virtual-time-budget=500"))
+	assert.Contains(t, on, `<span id="status">live, every 2 s</span>`)
+	assert.Contains(t, on, `<button id="toggle" type="button">pause</button>`)
 }

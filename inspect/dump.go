@@ -29,6 +29,12 @@ type Dump struct {
 	Features []string   `json:"features"`
 	Scopes   []*Scope   `json:"scopes"`   // the root scopes, each with its children, by ID
 	Limiters []*Limiter `json:"limiters"` // the named limiters, in the order they were made
+	// Semaphores are the fleet semaphores (package fleet), in the order they were made.
+	Semaphores []*Semaphore `json:"semaphores"`
+	// Groups are Scopes grouped: identical scopes once, with a count (see [Group]), as the text
+	// and the page show them. Snapshot fills it; a Dump made otherwise may leave it nil, and
+	// WriteText and the page group its Scopes themselves.
+	Groups []*Group `json:"groups"`
 }
 
 // A Scope is an open scope in a [Dump].
@@ -78,9 +84,10 @@ type Counts struct {
 
 // A Subtask is a running subtask in a [Dump].
 type Subtask struct {
-	Seq     int64     `json:"seq"`     // fork order in the scope, from 1
-	Site    string    `json:"site"`    // file:line of the function passed to Fork or Go
-	Started time.Time `json:"started"` // when its goroutine started
+	Seq     int64     `json:"seq"`            // fork order in the scope, from 1
+	Name    string    `json:"name,omitempty"` // given with scope.ForkNamed or GoNamed
+	Site    string    `json:"site"`           // file:line of the function passed to Fork or Go
+	Started time.Time `json:"started"`        // when its goroutine started
 }
 
 // A Limiter is a named limiter in a [Dump].
@@ -90,6 +97,92 @@ type Limiter struct {
 	// OldestWaiting is how long, in seconds, the call waiting longest for a slot has waited; 0 if
 	// none waits.
 	OldestWaiting float64 `json:"oldestWaiting"`
+	// Config is the options the limiter was made with, but for its limit (a stat: WithAdaptive
+	// moves it): "rate" and "burst" (WithRate), "acquireTimeout", "taskTimeout", "maxWaiting",
+	// "fleet" and "fleetCapacity" (WithFleet), "fleetRate", "adaptive" — only those given.
+	Config Config `json:"config"`
+}
+
+// A Semaphore is a fleet semaphore (package fleet) in a [Dump]: one process's handle on a limit
+// that every process of a fleet shares.
+type Semaphore struct {
+	Name string `json:"name"`
+	// Stats are the Semaphore's Stats fields in lowerCamelCase: "capacity", "held", "waiting",
+	// "acquired", "released", "leasesLost", "unavailable", "degraded", "roundTrips", …
+	Stats Stats `json:"stats"`
+	// Config is how it was made: "lease" (the TTL), "whenUnavailable".
+	Config Config `json:"config"`
+	// PausedUntil is when it admits again, after its backend lost its data; omitted when it is
+	// not paused.
+	PausedUntil time.Time `json:"pausedUntil,omitzero"`
+}
+
+// Config is a limiter's (or a semaphore's) settings, each value as text, in the order to show
+// them. In JSON it is one object of strings, keys in order.
+type Config []Setting
+
+// A Setting is one named setting.
+type Setting struct {
+	Name, Value string
+}
+
+// Get returns the value of the setting named name, and whether there is one.
+func (c Config) Get(name string) (string, bool) {
+	for _, st := range c {
+		if st.Name == name {
+			return st.Value, true
+		}
+	}
+	return "", false
+}
+
+// MarshalJSON writes the settings as one object, keys in order.
+func (c Config) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, st := range c {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		for j, v := range [2]string{st.Name, st.Value} {
+			q, err := json.Marshal(v)
+			if err != nil {
+				return nil, err
+			}
+			b.Write(q)
+			if j == 0 {
+				b.WriteByte(':')
+			}
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON reads an object of strings, keeping the keys' order.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return errors.New("inspect: config: not a JSON object")
+	}
+	var out Config // nil for {}, as a dump without settings has
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		name, _ := t.(string)
+		var v string
+		if err := dec.Decode(&v); err != nil {
+			return errors.New("inspect: config: " + name + ": not a string")
+		}
+		out = append(out, Setting{name, v})
+	}
+	if _, err := dec.Token(); err != nil {
+		return err
+	}
+	*c = out
+	return nil
 }
 
 // Stats are a limiter's numbers — its Stats fields, named in lowerCamelCase ("limit",
@@ -179,6 +272,7 @@ func Snapshot() *Dump {
 	now := time.Now()
 	recs := registry.CollectScopes()
 	lims := registry.CollectLimiters()
+	sems := registry.CollectSemaphores()
 	d := &Dump{
 		FormatVersion: FormatVersion,
 		ProcessID:     os.Getpid(),
@@ -187,6 +281,7 @@ func Snapshot() *Dump {
 		Features:      featureNames(),
 		Scopes:        []*Scope{},
 		Limiters:      make([]*Limiter, 0, len(lims)),
+		Semaphores:    make([]*Semaphore, 0, len(sems)),
 	}
 	byID := make(map[uint64]*Scope, len(recs))
 	for _, r := range recs { // by ID, so a parent comes before its children
@@ -198,14 +293,34 @@ func Snapshot() *Dump {
 			d.Scopes = append(d.Scopes, s) // a root, or a child whose parent has left
 		}
 	}
+	d.Groups = append([]*Group{}, group(d.Scopes, 0)...) // a list even when empty, as scopes
 	for _, l := range lims {
-		st := make(Stats, len(l.Stats))
-		for i, s := range l.Stats {
-			st[i] = Stat(s)
+		d.Limiters = append(d.Limiters, &Limiter{Name: l.Name, Stats: statsOf(l), OldestWaiting: l.OldestWaiting.Seconds(), Config: configOf(l)})
+	}
+	for _, l := range sems {
+		sem := &Semaphore{Name: l.Name, Stats: statsOf(l), Config: configOf(l)}
+		if l.PausedUntil.After(now) {
+			sem.PausedUntil = l.PausedUntil.UTC()
 		}
-		d.Limiters = append(d.Limiters, &Limiter{Name: l.Name, Stats: st, OldestWaiting: l.OldestWaiting.Seconds()})
+		d.Semaphores = append(d.Semaphores, sem)
 	}
 	return d
+}
+
+func statsOf(l registry.LimiterRecord) Stats {
+	st := make(Stats, len(l.Stats))
+	for i, s := range l.Stats {
+		st[i] = Stat(s)
+	}
+	return st
+}
+
+func configOf(l registry.LimiterRecord) Config {
+	c := make(Config, len(l.Config))
+	for i, s := range l.Config {
+		c[i] = Setting(s)
+	}
+	return c
 }
 
 func featureNames() []string {
@@ -243,7 +358,7 @@ func scopeOf(r registry.ScopeRecord, now time.Time) *Scope {
 		s.State = StateJoining
 	}
 	for i, t := range r.Tasks {
-		s.Running[i] = Subtask{Seq: t.Seq, Site: t.Site, Started: now.Add(-t.Age)}
+		s.Running[i] = Subtask{Seq: t.Seq, Name: t.Name, Site: t.Site, Started: now.Add(-t.Age)}
 	}
 	return s
 }

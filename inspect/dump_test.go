@@ -53,7 +53,7 @@ func TestDumpJSONShape(t *testing.T) {
 	require.NoError(t, err)
 	var top map[string]any
 	require.NoError(t, json.Unmarshal(raw, &top))
-	assert.Equal(t, []string{"features", "formatVersion", "goVersion", "limiters", "processId", "scopes", "time"}, keys(top))
+	assert.Equal(t, []string{"features", "formatVersion", "goVersion", "groups", "limiters", "processId", "scopes", "semaphores", "time"}, keys(top))
 	assert.Equal(t, float64(1), top["formatVersion"])
 	assert.Equal(t, float64(os.Getpid()), top["processId"])
 	assert.Equal(t, runtime.Version(), top["goVersion"])
@@ -100,7 +100,8 @@ func TestDumpJSONShape(t *testing.T) {
 		}
 	}
 	require.NotNil(t, limiter)
-	assert.Equal(t, []string{"name", "oldestWaiting", "stats"}, keys(limiter))
+	assert.Equal(t, []string{"config", "name", "oldestWaiting", "stats"}, keys(limiter))
+	assert.Equal(t, map[string]any{}, limiter["config"], "config is an object even when empty")
 	assert.Equal(t, []string{"cancelled", "completed", "failed", "inFlight", "limit", "overrunning", "panicked", "rejected", "submitted", "timedOut", "waiting"}, keys(limiter["stats"].(map[string]any)))
 	assert.Equal(t, float64(40), limiter["stats"].(map[string]any)["limit"])
 	assert.Equal(t, float64(0), limiter["oldestWaiting"])

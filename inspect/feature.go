@@ -17,8 +17,11 @@ const (
 	// turned on later; one recorded stays until it is joined, even if it is turned off.
 	Scopes = Feature(registry.Scopes)
 	// Labels gives every subtask and limiter task started while it is on pprof goroutine labels:
-	// loom.scope = NAME#ID (NAME is the scope's name, or "scope"), loom.limiter = the limiter's
-	// name (or "limiter"), on top of the labels of the context the scope or call was given.
+	// loom.scope = the scope's name (or "scope"), loom.limiter = the limiter's name (or
+	// "limiter"), on top of the labels of the context the scope or call was given. The values are
+	// names, never ids, so a profile has as many as the program has names. A goroutine that a
+	// labelled goroutine starts inherits its labels (Go's rule), for its whole life: see the
+	// package doc for what to do about long-lived ones.
 	Labels = Feature(registry.Labels)
 
 	allFeatures = Scopes | Labels

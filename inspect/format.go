@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -40,6 +41,22 @@ func shortSite(site string) string {
 		return site[prev+1:]
 	}
 	return site
+}
+
+// quote writes a string from the program for a terminal: quoted, with every character that is not
+// printable escaped, as Go quotes strings ("a\rb" stays one line, "\x1b[2J" clears nothing).
+func quote(s string) string { return strconv.Quote(s) }
+
+// siteText is a site's short form for the text: bare when every character of it is printable and
+// none is a space, a quote or a backslash, else quoted like a name.
+func siteText(site string) string {
+	short := shortSite(site)
+	for _, r := range short {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '"' || r == '\\' {
+			return quote(short)
+		}
+	}
+	return short
 }
 
 // firstLine returns the first line of s, cut to at most n runes: a panic's cause carries its

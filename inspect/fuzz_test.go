@@ -69,6 +69,10 @@ func FuzzRenderDump(f *testing.F) {
 	f.Add([]byte(`{"scopes":[{"id":1,"children":[{"id":2,"deadline":"2000-01-01T00:00:00Z","state":"cancelled","cause":"x\ny"}],"running":[{"seq":-1,"started":"9999-12-31T23:59:59Z"}]}]}`))
 	f.Add([]byte(`{"limiters":[{"name":"\u003c/script\u003e","stats":{"limit":0,"inFlight":-5,"waiting":9223372036854775807},"oldestWaiting":1e308}]}`))
 	f.Add([]byte(`{"time":"0001-01-01T00:00:00Z","scopes":[null]}`))
+	f.Add([]byte(`{"scopes":[{"id":1,"name":"a","running":[{"seq":2,"name":"u\u001b[2J"}]},{"id":2,"name":"a","running":[{"seq":2,"name":"u\u001b[2J"}]}],` +
+		`"limiters":[{"name":"l","config":{"rate":"1/s","burst":"x\r"},"stats":{"rateWaiting":3}}],` +
+		`"semaphores":[{"name":"s","stats":{"capacity":-1},"config":{"lease":"\u202e"},"pausedUntil":"2000-01-01T00:00:00Z"}],"groups":[{"count":-3}]}`))
+	f.Add([]byte(`{"limiters":[null],"semaphores":[null]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var d inspect.Dump
 		if json.Unmarshal(data, &d) != nil {

@@ -132,7 +132,7 @@ const sampleText = `scope #42 "profile" FailFast running 1.2s deadline in 0.8s  
   #3 running 1.1s  api/profile.go:38
   scope #43 "avatar" AwaitAll running 1.1s  api/avatar.go:12  1 running
     #1 running 1.1s  api/avatar.go:14
-scope #57 "checkout" FailFast cancelled, joining 47.3s deadline 17.3s ago  api/checkout.go:88  1 running, 3 succeeded, 1 failed, 2 cancelled  cause: context deadline exceeded
+scope #57 "checkout" FailFast cancelled, joining 47.3s deadline 17.3s ago  api/checkout.go:88  1 running, 3 succeeded, 1 failed, 2 cancelled  cause: "context deadline exceeded"
   #4 running 47.2s  payments/client.go:120
 scope #60 "search" AwaitAll running 3.4s  search/search.go:40  8 running, 180 succeeded, 3 failed  limit 8, 12 blocked forks
   #181 running 2.5s  search/fanout.go:52

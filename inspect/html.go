@@ -4,16 +4,27 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"strings"
 	"time"
 )
 
-// writeHTML writes the dump as a page a person reads in a browser: the scope tree with states
-// coloured and ages, the limiters with their slots and queues as bars, refreshing itself every
-// two seconds (from the same URL, so the page keeps its query). Everything is inline: no
-// external asset, no script from elsewhere.
+// writeHTML writes the dump as a page a person reads in a browser: the scope tree, identical
+// scopes grouped (see [Group]) with a count and the range of their ages and the list of them to
+// expand, states coloured, subtasks' ages as bars; the limiters with their settings and their
+// slots and queues as bars; the fleet semaphores. It refreshes itself every two seconds from the
+// same URL (so the page keeps its query), or, without JavaScript, reloads every five. Everything
+// is inline: no external asset, no script from elsewhere.
 func writeHTML(w io.Writer, d *Dump) error {
 	return pageTemplate.Execute(w, newPage(d))
 }
+
+// What the page shows of a big dump: the groups of scopes and the members listed in each are
+// bounded, so that ten thousand open scopes still make a page of a few hundred kilobytes (the
+// rest are counted, and in ?format=json).
+const (
+	maxPageGroups  = 200 // groups of one level of the tree
+	maxPageMembers = 50  // scopes listed in a group
+)
 
 // The page's view of a dump: what the template shows, computed here so that the template only
 // lays it out.
@@ -23,13 +34,19 @@ type page struct {
 	OpenScopes, Running  int
 	Oldest               string
 	Stuck                int
-	Scopes               []*scopeView
+	Groups               []*groupView
+	MoreGroups           int // root groups not shown
 	Limiters             []*limiterView
+	Semaphores           []*semaphoreView
 }
 
-type scopeView struct {
-	ID                         uint64
+// A groupView is a card: one scope, or a group of identical ones.
+type groupView struct {
+	ID                         uint64 // the scope's, for one; the oldest's, for a group
+	LastID                     uint64 // the newest's, for a group
+	Count                      int
 	Name, Policy, State, Cause string
+	Causes                     int
 	Joining                    bool
 	Age, Site, ShortSite       string
 	Deadline, DeadlineClass    string
@@ -37,7 +54,11 @@ type scopeView struct {
 	Limit                      int
 	Blocked                    int64
 	Tasks                      []taskView
-	Children                   []*scopeView
+	Scale                      string // what the subtasks' bars measure
+	Members                    []memberView
+	MoreMembers                int
+	Children                   []*groupView
+	MoreChildren               int   // child groups not shown
 	Hidden                     int   // scopes nested deeper than maxDepth, not shown
 	NotStarted                 int64 // counted as running, goroutine not started yet
 	RunningPct, SucceededPct   float64
@@ -46,28 +67,50 @@ type scopeView struct {
 }
 
 type taskView struct {
-	Seq                  int64
+	Seq                  string // "#4", or "#2–#5" for a group's
+	Count                int
+	Name                 string
 	Age, Site, ShortSite string
 	Class                string // fresh, slow, stuck
 	BarPct               float64
 }
 
+type memberView struct {
+	ID                 uint64
+	Age, State, Detail string
+}
+
 type limiterView struct {
 	Name                              string
 	Limit, InFlight, Waiting, Overrun int64
+	RateWaiting                       int64
+	HasRate                           bool
 	BusyPct, OverrunPct, QueuePct     float64
 	Oldest                            string
 	OldestClass                       string
+	Config                            []settingView
 	Counters                          Stats
 }
 
-// Ages past these are shown as slow and stuck.
+type semaphoreView struct {
+	Name                    string
+	Capacity, Held, Waiting int64
+	HeldPct                 float64
+	Paused                  string
+	Config                  []settingView
+	Counters                Stats
+}
+
+type settingView struct{ Name, Value string }
+
+// Without a deadline, ages past these are shown as slow and stuck; with one, past half of the
+// scope's time and past all of it.
 const (
 	slowAge  = time.Second
 	stuckAge = 10 * time.Second
 )
 
-// ageClass is the CSS class of an age: fresh, slow or stuck.
+// ageClass is the CSS class of an age without a deadline: fresh, slow or stuck.
 func ageClass(a time.Duration) string {
 	switch {
 	case a >= stuckAge:
@@ -86,76 +129,178 @@ func newPage(d *Dump) *page {
 		ScopesOff: !d.hasFeature("scopes"),
 	}
 	var oldest time.Duration
-	var walk func(*Scope)
-	walk = func(s *Scope) {
+	var walk func(*Scope, int)
+	walk = func(s *Scope, depth int) {
 		p.OpenScopes++
+		window := deadlineWindow(s)
 		for _, t := range s.Running {
 			p.Running++
 			a := d.Time.Sub(t.Started)
 			oldest = max(oldest, a)
-			if a >= stuckAge {
+			if taskClass(a, window) == "stuck" {
 				p.Stuck++
 			}
 		}
-		for _, c := range s.Children {
-			walk(c)
+		if depth+1 < maxDepth {
+			for _, c := range s.Children {
+				walk(c, depth+1)
+			}
 		}
 	}
 	for _, s := range d.Scopes {
-		walk(s)
+		walk(s, 0)
 	}
 	if p.Running > 0 {
 		p.Oldest = age(oldest)
 	}
-	for _, s := range d.Scopes {
-		p.Scopes = append(p.Scopes, newScopeView(d, s, oldest, 0))
-	}
+	groups := group(d.Scopes, 0)
+	p.Groups, p.MoreGroups = newGroupViews(d, groups, oldest)
 	var longest int64
 	for _, l := range d.Limiters {
-		n, _ := l.Stats.Get("waiting")
-		longest = max(longest, n)
+		if l != nil { // a dump decoded from JSON may hold nulls
+			longest = max(longest, l.Stats.value("waiting"))
+		}
 	}
 	for _, l := range d.Limiters {
-		p.Limiters = append(p.Limiters, newLimiterView(l, longest))
+		if l != nil {
+			p.Limiters = append(p.Limiters, newLimiterView(l, longest))
+		}
+	}
+	for _, s := range d.Semaphores {
+		if s != nil {
+			p.Semaphores = append(p.Semaphores, newSemaphoreView(d, s))
+		}
 	}
 	return p
 }
 
-func newScopeView(d *Dump, s *Scope, oldest time.Duration, depth int) *scopeView {
-	v := &scopeView{
-		ID: s.ID, Name: s.Name, Policy: s.Policy, State: s.State, Cause: s.Cause, Joining: s.Joining,
-		Age: age(d.Time.Sub(s.Opened)), Site: s.Site, ShortSite: shortSite(s.Site),
-		Counts: s.Counts, Limit: s.Limit, Blocked: s.BlockedForks,
-		NotStarted: max(s.Counts.Running-int64(len(s.Running)), 0),
+func newGroupViews(d *Dump, gs []*Group, oldest time.Duration) ([]*groupView, int) {
+	more := 0
+	if len(gs) > maxPageGroups {
+		gs, more = gs[:maxPageGroups], len(gs)-maxPageGroups
 	}
-	if !s.Deadline.IsZero() {
-		switch left := s.Deadline.Sub(d.Time); {
+	views := make([]*groupView, len(gs))
+	for i, g := range gs {
+		views[i] = newGroupView(d, g, oldest)
+	}
+	return views, more
+}
+
+// deadlineWindow is the time a scope had from its Open to its deadline, 0 without one.
+func deadlineWindow(s *Scope) time.Duration {
+	if s.Deadline.IsZero() {
+		return 0
+	}
+	return max(s.Deadline.Sub(s.Opened), time.Nanosecond)
+}
+
+// taskClass is the CSS class of a subtask's age: against its scope's time when it has a
+// deadline (slow past half, stuck past all of it), else against slowAge and stuckAge.
+func taskClass(a, window time.Duration) string {
+	switch {
+	case window == 0:
+		return ageClass(a)
+	case a >= window:
+		return "stuck"
+	case 2*a >= window:
+		return "slow"
+	}
+	return "fresh"
+}
+
+func newGroupView(d *Dump, g *Group, oldest time.Duration) *groupView {
+	first := g.first
+	v := &groupView{
+		ID: g.IDs[0], LastID: g.IDs[len(g.IDs)-1], Count: g.Count,
+		Name: g.Name, Policy: g.Policy, State: g.State, Cause: g.Cause, Causes: g.Causes, Joining: g.Joining,
+		Age: ages(d.Time, g.Newest, g.Oldest), Site: g.Site, ShortSite: shortSite(g.Site),
+		Counts: g.Counts, Limit: g.Limit, Blocked: g.BlockedForks, Hidden: g.hidden,
+	}
+	if g.Count == 1 {
+		v.Cause = first.Cause
+	}
+	var listed int64
+	for _, t := range g.Running {
+		listed += int64(t.Count)
+	}
+	v.NotStarted = max(g.Counts.Running-listed, 0)
+	if !g.Deadline.IsZero() {
+		left := g.Deadline.Sub(d.Time)
+		prefix := ""
+		if g.Count > 1 {
+			prefix = "earliest "
+		}
+		switch {
 		case left < 0:
-			v.Deadline, v.DeadlineClass = "deadline passed "+age(-left)+" ago", "past"
+			v.Deadline, v.DeadlineClass = prefix+"deadline passed "+age(-left)+" ago", "past"
 		case left < time.Second:
-			v.Deadline, v.DeadlineClass = "deadline in "+age(left), "soon"
+			v.Deadline, v.DeadlineClass = prefix+"deadline in "+age(left), "soon"
 		default:
-			v.Deadline, v.DeadlineClass = "deadline in "+age(left), "later"
+			v.Deadline, v.DeadlineClass = prefix+"deadline in "+age(left), "later"
 		}
 	}
-	c := s.Counts
+	c := g.Counts
 	if total := c.Running + c.Succeeded + c.Failed + c.Cancelled; total > 0 {
 		v.HasCounts = true
 		pct := func(n int64) float64 { return math.Round(1000*float64(n)/float64(total)) / 10 }
 		v.RunningPct, v.SucceededPct, v.FailedPct, v.CancelledPct = pct(c.Running), pct(c.Succeeded), pct(c.Failed), pct(c.Cancelled)
 	}
-	for _, t := range s.Running {
-		a := d.Time.Sub(t.Started)
-		v.Tasks = append(v.Tasks, taskView{Seq: t.Seq, Age: age(a), Site: t.Site, ShortSite: shortSite(t.Site), Class: ageClass(a), BarPct: barPct(a, oldest)})
+	// The bars: against the scope's time when it has a deadline (the oldest's, for a group: the
+	// scopes of a group share their site, so their timeout), else on a log scale up to the oldest
+	// subtask of the page.
+	window := deadlineWindow(first)
+	switch {
+	case len(g.Running) == 0:
+	case window > 0:
+		v.Scale = "bars: share of the scope's " + age(window) + " until its deadline (amber past half, red past the deadline)"
+	default:
+		v.Scale = "bars: log scale to " + age(oldest) + ", the oldest subtask here (amber over 1s, red over 10s)"
 	}
-	if depth+1 >= maxDepth {
-		v.Hidden = descendants(s)
-		return v
+	for _, t := range g.Running {
+		a := d.Time.Sub(t.Oldest)
+		tv := taskView{Seq: "#" + itoa(t.Seq), Count: t.Count, Name: t.Name, Age: ages(d.Time, t.Newest, t.Oldest),
+			Site: t.Site, ShortSite: shortSite(t.Site), Class: taskClass(a, window)}
+		if t.SeqTo != t.Seq {
+			tv.Seq += "–#" + itoa(t.SeqTo)
+		}
+		if window > 0 {
+			tv.BarPct = math.Round(max(2, min(100, 100*float64(a)/float64(window)))*10) / 10
+		} else {
+			tv.BarPct = barPct(a, oldest)
+		}
+		v.Tasks = append(v.Tasks, tv)
 	}
-	for _, ch := range s.Children {
-		v.Children = append(v.Children, newScopeView(d, ch, oldest, depth+1))
+	if g.Count > 1 {
+		members := g.members
+		if len(members) > maxPageMembers {
+			v.MoreMembers = len(members) - maxPageMembers
+			members = members[:maxPageMembers]
+		}
+		for _, s := range members {
+			m := memberView{ID: s.ID, Age: age(d.Time.Sub(s.Opened)), State: stateText(s.State, s.Joining)}
+			var detail []string
+			if !s.Deadline.IsZero() {
+				detail = append(detail, deadlineText(s.Deadline.Sub(d.Time)))
+			}
+			if s.Cause != "" {
+				detail = append(detail, "cause: "+firstLine(s.Cause, 200))
+			}
+			m.Detail = strings.Join(detail, ", ")
+			v.Members = append(v.Members, m)
+		}
 	}
+	v.Children, v.MoreChildren = newGroupViews(d, g.Children, oldest)
 	return v
+}
+
+// ages is the range of ages of things begun between oldest and newest, as of now: "0.2s–1.2s",
+// or one age when the two print alike.
+func ages(now, newest, oldest time.Time) string {
+	young, old := age(now.Sub(newest)), age(now.Sub(oldest))
+	if young == old {
+		return old
+	}
+	return young + "–" + old
 }
 
 // barPct is an age's bar, on a log scale up to the oldest running subtask of the dump: a 30 s old
@@ -168,9 +313,19 @@ func barPct(a, oldest time.Duration) float64 {
 	return math.Round(max(2, min(100, 100*x))*10) / 10
 }
 
+func settingViews(c Config) []settingView {
+	out := make([]settingView, 0, len(c))
+	for _, st := range c {
+		out = append(out, settingView{Name: settingWord(st.Name), Value: st.Value})
+	}
+	return out
+}
+
 func newLimiterView(l *Limiter, longest int64) *limiterView {
 	get := l.Stats.value
-	v := &limiterView{Name: l.Name, Limit: get("limit"), InFlight: get("inFlight"), Waiting: get("waiting"), Overrun: get("overrunning")}
+	v := &limiterView{Name: l.Name, Limit: get("limit"), InFlight: get("inFlight"), Waiting: get("waiting"),
+		Overrun: get("overrunning"), RateWaiting: get("rateWaiting"), Config: settingViews(l.Config)}
+	_, v.HasRate = l.Config.Get("rate")
 	if v.Limit > 0 {
 		v.BusyPct = math.Round(1000*float64(min(v.InFlight, v.Limit))/float64(v.Limit)) / 10
 		v.OverrunPct = math.Round(1000*float64(min(v.Overrun, v.InFlight, v.Limit))/float64(v.Limit)) / 10
@@ -186,7 +341,26 @@ func newLimiterView(l *Limiter, longest int64) *limiterView {
 	}
 	for _, st := range l.Stats {
 		switch st.Name {
-		case "limit", "inFlight", "waiting", "overrunning":
+		case "limit", "inFlight", "waiting", "overrunning", "rateWaiting":
+		default:
+			v.Counters = append(v.Counters, st)
+		}
+	}
+	return v
+}
+
+func newSemaphoreView(d *Dump, s *Semaphore) *semaphoreView {
+	get := s.Stats.value
+	v := &semaphoreView{Name: s.Name, Capacity: get("capacity"), Held: get("held"), Waiting: get("waiting"), Config: settingViews(s.Config)}
+	if v.Capacity > 0 {
+		v.HeldPct = math.Round(1000*float64(min(v.Held, v.Capacity))/float64(v.Capacity)) / 10
+	}
+	if !s.PausedUntil.IsZero() {
+		v.Paused = "paused after the backend lost its data: admits again in " + age(s.PausedUntil.Sub(d.Time))
+	}
+	for _, st := range s.Stats {
+		switch st.Name {
+		case "capacity", "held", "waiting", "pausedMillis": // pausedMillis: the pause's own line
 		default:
 			v.Counters = append(v.Counters, st)
 		}
@@ -213,17 +387,18 @@ const pageHTML = `<!DOCTYPE html>
 * { box-sizing: border-box; }
 body { margin: 0; background: var(--bg); color: var(--ink);
   font: 14px/1.45 -apple-system, BlinkMacSystemFont, "Segoe UI", Helvetica, Arial, sans-serif; }
-header { display: flex; align-items: center; gap: 16px; padding: 12px 24px; background: #24292f; color: #fff; }
+header { display: flex; align-items: center; flex-wrap: wrap; gap: 4px 16px; padding: 12px 24px; background: #24292f; color: #fff; }
 header h1 { margin: 0; font-size: 18px; letter-spacing: .5px; }
-header .meta { color: #c9d1d9; font-size: 13px; }
+header .meta { color: #c9d1d9; font-size: 13px; overflow-wrap: anywhere; }
 header .live { margin-left: auto; display: flex; align-items: center; gap: 8px; font-size: 13px; }
-.dot { width: 9px; height: 9px; border-radius: 50%; background: #3fb950; display: inline-block; }
+.dot { width: 9px; height: 9px; border-radius: 50%; background: #3fb950; display: inline-block; flex: none; }
 .dot.paused { background: #8b949e; } .dot.down { background: #f85149; }
 button { font: inherit; font-size: 12px; padding: 3px 10px; border-radius: 6px; border: 1px solid #57606a;
   background: #32383f; color: #fff; cursor: pointer; }
+button[hidden] { display: none; }
 main { padding: 16px 24px 40px; max-width: 1600px; }
 .summary { display: flex; gap: 12px; margin-bottom: 16px; flex-wrap: wrap; }
-.stat { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 8px 14px; min-width: 130px; }
+.stat { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 8px 14px; flex: 1 1 130px; max-width: 220px; }
 .stat b { display: block; font-size: 22px; }
 .stat span { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .4px; }
 .stat.alert b { color: var(--stuck); }
@@ -232,12 +407,14 @@ h2 { font-size: 15px; margin: 22px 0 8px; color: var(--muted); text-transform: u
 ul.tree, ul.tree ul { list-style: none; margin: 0; padding: 0; }
 ul.tree ul { margin-left: 22px; padding-left: 14px; border-left: 2px solid var(--line); }
 li.scope { margin: 8px 0; }
-.card { background: var(--card); border: 1px solid var(--line); border-left: 4px solid var(--run); border-radius: 8px; padding: 8px 12px; }
+.card { background: var(--card); border: 1px solid var(--line); border-left: 4px solid var(--run); border-radius: 8px; padding: 8px 12px; min-width: 0; }
 .card.cancelled { border-left-color: var(--cancel); }
 .card.joining { border-left-color: var(--join); }
-.head { display: flex; align-items: baseline; flex-wrap: wrap; gap: 8px; }
+.card.group { box-shadow: 3px 3px 0 -1px var(--card), 3px 3px 0 0 var(--line), 6px 6px 0 -1px var(--card), 6px 6px 0 0 var(--line); margin-right: 6px; }
+.head { display: flex; align-items: baseline; flex-wrap: wrap; gap: 4px 8px; }
+.count { font-weight: 700; font-size: 15px; color: var(--blue); }
 .id { color: var(--muted); font-variant-numeric: tabular-nums; }
-.name { font-weight: 600; font-size: 15px; }
+.name { font-weight: 600; font-size: 15px; overflow-wrap: anywhere; }
 .pill { font-size: 11px; font-weight: 600; border-radius: 10px; padding: 1px 8px; text-transform: uppercase; letter-spacing: .4px; }
 .pill.running { color: var(--run); background: var(--run-bg); }
 .pill.joining { color: var(--join); background: var(--join-bg); }
@@ -246,62 +423,77 @@ li.scope { margin: 8px 0; }
 .age { font-variant-numeric: tabular-nums; }
 .deadline.past, .deadline.soon { color: var(--cancel); font-weight: 600; }
 .deadline.later { color: var(--muted); }
-.site { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12px; color: var(--muted); }
-.cause { margin-top: 4px; color: var(--cancel); font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; white-space: pre-wrap; max-height: 4.5em; overflow: hidden; }
-.counts { display: flex; gap: 10px; align-items: center; margin-top: 4px; font-size: 12px; color: var(--muted); flex-wrap: wrap; }
-.mix { display: flex; width: 160px; height: 8px; border-radius: 4px; overflow: hidden; background: #eaeef2; }
+.site { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12px; color: var(--muted); overflow-wrap: anywhere; min-width: 0; }
+.cause { margin-top: 4px; color: var(--cancel); font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; white-space: pre-wrap; overflow-wrap: anywhere; max-height: 4.5em; overflow: hidden; }
+.counts { display: flex; gap: 4px 10px; align-items: center; margin-top: 4px; font-size: 12px; color: var(--muted); flex-wrap: wrap; }
+.mix { display: flex; width: 160px; max-width: 100%; height: 8px; border-radius: 4px; overflow: hidden; background: #eaeef2; }
 .mix i { display: block; height: 100%; }
 .c-run { background: var(--blue); } .c-ok { background: #2da44e; } .c-fail { background: var(--cancel); } .c-cancel { background: #8c959f; }
 .legend b { font-weight: 600; color: var(--ink); }
-table.tasks { border-collapse: collapse; margin-top: 6px; width: 100%; max-width: 900px; }
-table.tasks { table-layout: fixed; }
-table.tasks td { padding: 2px 8px 2px 0; font-size: 13px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
-table.tasks td.seq { width: 56px; } table.tasks td.age { width: 100px; } table.tasks td.bar { width: 220px; }
+.tasks { margin-top: 6px; max-width: 900px; }
+.task { display: grid; grid-template-columns: 6.5em 9em minmax(40px, 220px) minmax(0, 1fr); gap: 2px 8px; align-items: center; font-size: 13px; padding: 1px 0; }
+.task > span { min-width: 0; overflow-wrap: anywhere; }
+.tname { font-weight: 600; }
 .track { height: 8px; background: #eaeef2; border-radius: 4px; overflow: hidden; }
 .track i { display: block; height: 100%; border-radius: 4px; background: #8c959f; }
-tr.slow .track i { background: var(--slow); } tr.stuck .track i { background: var(--stuck); }
-tr.slow .age { color: var(--slow); font-weight: 600; } tr.stuck .age { color: var(--stuck); font-weight: 700; }
+.task.slow .track i { background: var(--slow); } .task.stuck .track i { background: var(--stuck); }
+.task.slow .age { color: var(--slow); font-weight: 600; } .task.stuck .age { color: var(--stuck); font-weight: 700; }
+.scale { font-size: 11px; color: var(--muted); margin-top: 2px; }
 .tag { font-size: 11px; color: #fff; background: var(--stuck); border-radius: 4px; padding: 0 5px; margin-left: 4px; }
 .seq { color: var(--muted); font-variant-numeric: tabular-nums; }
+details.members { margin-top: 6px; font-size: 12px; }
+details.members summary { cursor: pointer; color: var(--blue); }
+details.members ol { margin: 4px 0 0; padding-left: 22px; color: var(--muted); }
+details.members li { overflow-wrap: anywhere; }
 .layout { display: grid; grid-template-columns: minmax(0, 1fr) 410px; gap: 20px; align-items: start; }
 @media (max-width: 1100px) { .layout { grid-template-columns: minmax(0, 1fr); } }
 .layout h2 { margin-top: 4px; }
 .limiters { display: grid; grid-template-columns: minmax(0, 1fr); gap: 12px; }
-.limiter { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px; }
-.limiter .title { display: flex; justify-content: space-between; align-items: baseline; }
-.limiter .title b { font-size: 15px; }
-.row { display: grid; grid-template-columns: 52px minmax(0, 1fr) 170px; gap: 8px; align-items: center; margin-top: 8px; font-size: 12px; }
+.limiter { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px; min-width: 0; }
+.limiter .title { display: flex; justify-content: space-between; align-items: baseline; flex-wrap: wrap; gap: 4px 8px; }
+.limiter .title b { font-size: 15px; overflow-wrap: anywhere; }
+.row { display: grid; grid-template-columns: 52px minmax(0, 1fr) minmax(0, auto); gap: 8px; align-items: center; margin-top: 8px; font-size: 12px; }
 .row .label { color: var(--muted); }
 .meter { position: relative; height: 14px; background: #eaeef2; border-radius: 4px; overflow: hidden; }
 .meter i { position: absolute; top: 0; bottom: 0; left: 0; }
 .meter .busy { background: var(--blue); } .meter .over { background: var(--slow); }
 .meter .queue { background: var(--queue); }
 .oldest.slow { color: var(--slow); font-weight: 600; } .oldest.stuck { color: var(--stuck); font-weight: 700; }
+dl.config { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 1px 10px; margin: 8px 0 0; font-size: 12px; }
+dl.config dt { color: var(--muted); } dl.config dd { margin: 0; overflow-wrap: anywhere; }
+.paused { margin-top: 6px; color: var(--slow); font-weight: 600; font-size: 12px; }
 .counters { display: flex; flex-wrap: wrap; gap: 4px 14px; margin-top: 10px; font-size: 12px; color: var(--muted); }
 .counters b { color: var(--ink); font-weight: 600; font-variant-numeric: tabular-nums; }
 footer { color: var(--muted); font-size: 12px; margin-top: 28px; }
 a { color: var(--blue); }
+@media (max-width: 600px) {
+  header, main { padding-left: 12px; padding-right: 12px; }
+  ul.tree ul { margin-left: 4px; padding-left: 8px; }
+  .task { grid-template-columns: 5em minmax(0, 1fr) minmax(30px, 1fr); }
+  .task .site { grid-column: 1 / -1; padding-left: 5em; }
+  .stat { padding: 6px 10px; }
+}
 </style>
 </head>
 <body>
 <header>
   <h1>loom</h1>
   <span class="meta">pid {{.PID}} · {{.GoVersion}} · <span id="stamp">{{.Time}}</span></span>
-  <span class="live"><span id="dot" class="dot"></span><span id="status">live, every 2 s</span>
-    <button id="toggle" type="button">pause</button></span>
+  <span class="live"><span id="dot" class="dot"></span><span id="status">reloads itself every 5 s (JavaScript is off)</span>
+    <button id="toggle" type="button" hidden>pause</button></span>
 </header>
 <main id="dump">
 <div class="summary">
   <div class="stat"><b>{{.OpenScopes}}</b><span>open scopes</span></div>
   <div class="stat"><b>{{.Running}}</b><span>running subtasks</span></div>
   <div class="stat{{if .Stuck}} alert{{end}}"><b>{{if .Oldest}}{{.Oldest}}{{else}}–{{end}}</b><span>oldest subtask</span></div>
-  <div class="stat{{if .Stuck}} alert{{end}}"><b>{{.Stuck}}</b><span>running over 10 s</span></div>
+  <div class="stat{{if .Stuck}} alert{{end}}" title="past their scope's deadline, or running over 10 s without one"><b>{{.Stuck}}</b><span>stuck subtasks</span></div>
   <div class="stat"><b>{{len .Limiters}}</b><span>named limiters</span></div>
 </div>
 <div class="layout">
 <section>
 <h2>Scopes</h2>
-{{if .Scopes}}<ul class="tree" id="scopes">{{range .Scopes}}{{template "scope" .}}{{end}}</ul>
+{{if .Groups}}<ul class="tree" id="scopes">{{range .Groups}}{{template "group" .}}{{end}}{{if .MoreGroups}}<li class="scope"><div class="empty">… {{.MoreGroups}} more groups of scopes, not shown (all are in <a href="?format=json">JSON</a>)</div></li>{{end}}</ul>
 {{else if .ScopesOff}}<div class="empty">Scopes are not recorded: turn on <code>inspect.Scopes</code>, or start the program with <code>LOOM_INSPECT=scopes</code>.</div>
 {{else}}<div class="empty">No open scopes.</div>{{end}}
 </section>
@@ -315,14 +507,27 @@ a { color: var(--blue); }
     <span>{{.InFlight}} in flight{{if .Overrun}}, {{.Overrun}} overrunning{{end}}</span></div>
   <div class="row"><span class="label">queue</span>
     <div class="meter" title="{{.Waiting}} calls waiting for a slot"><i class="queue" style="width: {{.QueuePct}}%"></i></div>
-    <span>{{.Waiting}} waiting{{if .Oldest}}, oldest <span class="oldest {{.OldestClass}}">{{.Oldest}}</span>{{end}}</span></div>
+    <span>{{.Waiting}} waiting{{if .Oldest}}, oldest <span class="oldest {{.OldestClass}}">{{.Oldest}}</span>{{end}}{{if .HasRate}}, {{.RateWaiting}} held back by the rate{{end}}</span></div>
+  {{if .Config}}<dl class="config">{{range .Config}}<dt>{{.Name}}</dt><dd>{{.Value}}</dd>{{end}}</dl>{{end}}
   <div class="counters">{{range .Counters}}<span>{{.Name}} <b>{{.Value}}</b></span>{{end}}</div>
 </div>{{end}}
 </div>
 {{else}}<div class="empty">No named limiters (a limiter appears here once it is made with <code>limiter.WithName</code>).</div>{{end}}
+{{if .Semaphores}}<h2>Fleet semaphores</h2>
+<div class="limiters" id="semaphores">{{range .Semaphores}}
+<div class="limiter" data-semaphore="{{.Name}}">
+  <div class="title"><b>{{.Name}}</b><span class="site">capacity {{.Capacity}}</span></div>
+  <div class="row"><span class="label">held</span>
+    <div class="meter" title="{{.Held}} of the fleet's {{.Capacity}} permits held by this process"><i class="busy" style="width: {{.HeldPct}}%"></i></div>
+    <span>{{.Held}} held here, {{.Waiting}} waiting</span></div>
+  {{if .Paused}}<div class="paused">{{.Paused}}</div>{{end}}
+  {{if .Config}}<dl class="config">{{range .Config}}<dt>{{.Name}}</dt><dd>{{.Value}}</dd>{{end}}</dl>{{end}}
+  <div class="counters">{{range .Counters}}<span>{{.Name}} <b>{{.Value}}</b></span>{{end}}</div>
+</div>{{end}}
+</div>{{end}}
 </section>
 </div>
-<footer>Also as <a href="?format=text">text</a> and <a href="?format=json">JSON</a>. Ages are as of {{.Time}}.</footer>
+<footer>Also as <a href="?format=text">text</a> and <a href="?format=json">JSON</a> (every scope, and the groups). Ages are as of {{.Time}}.</footer>
 </main>
 <script>
 (function () {
@@ -330,6 +535,9 @@ a { color: var(--blue); }
   var paused = false, timer = null;
   var dot = document.getElementById("dot"), status = document.getElementById("status");
   var toggle = document.getElementById("toggle");
+  var live = "live, every 2 s";
+  toggle.hidden = false;
+  status.textContent = live;
   function pageURL() {
     var u = new URL(window.location.href);
     u.searchParams.set("format", "html");
@@ -342,9 +550,15 @@ a { color: var(--blue); }
     }).then(function (html) {
       var doc = new DOMParser().parseFromString(html, "text/html");
       var next = doc.getElementById("dump"), stamp = doc.getElementById("stamp");
-      if (next) { document.getElementById("dump").replaceWith(next); }
+      if (next) {
+        // Keep open what the reader opened: the groups' lists of scopes.
+        var open = {};
+        document.querySelectorAll("details[open][data-group]").forEach(function (d) { open[d.dataset.group] = true; });
+        next.querySelectorAll("details[data-group]").forEach(function (d) { if (open[d.dataset.group]) { d.open = true; } });
+        document.getElementById("dump").replaceWith(next);
+      }
       if (stamp) { document.getElementById("stamp").textContent = stamp.textContent; }
-      dot.className = "dot"; status.textContent = "live, every 2 s";
+      dot.className = "dot"; status.textContent = live;
     }).catch(function (e) {
       dot.className = "dot down"; status.textContent = "cannot refresh: " + e.message;
     }).finally(schedule);
@@ -355,7 +569,7 @@ a { color: var(--blue); }
     clearTimeout(timer);
     toggle.textContent = paused ? "resume" : "pause";
     dot.className = paused ? "dot paused" : "dot";
-    status.textContent = paused ? "paused" : "live, every 2 s";
+    status.textContent = paused ? "paused" : live;
     if (!paused) { refresh(); }
   });
   schedule();
@@ -363,28 +577,29 @@ a { color: var(--blue); }
 </script>
 </body>
 </html>
-{{define "scope"}}<li class="scope" data-scope="{{.ID}}">
-<div class="card {{.State}}">
+{{define "group"}}<li class="scope" {{if eq .Count 1}}data-scope="{{.ID}}"{{else}}data-group="{{.ID}}"{{end}}>
+<div class="card {{.State}}{{if gt .Count 1}} group{{end}}">
   <div class="head">
-    <span class="id">#{{.ID}}</span>{{if .Name}}<span class="name">{{.Name}}</span>{{end}}
+    {{if gt .Count 1}}<span class="count">{{.Count}} ×</span><span class="id">#{{.ID}} … #{{.LastID}}</span>{{else}}<span class="id">#{{.ID}}</span>{{end}}{{if .Name}}<span class="name">{{.Name}}</span>{{end}}
     <span class="pill {{.State}}">{{.State}}</span>{{if and .Joining (ne .State "joining")}}<span class="pill joining">joining</span>{{end}}
     <span class="policy">{{.Policy}}</span>
-    <span class="age" title="open for">{{.Age}}</span>
+    <span class="age" title="{{if gt .Count 1}}open for, youngest to oldest{{else}}open for{{end}}">{{.Age}}</span>
     {{if .Deadline}}<span class="deadline {{.DeadlineClass}}">{{.Deadline}}</span>{{end}}
     <span class="site" title="{{.Site}}">{{.ShortSite}}</span>
   </div>
   <div class="counts">
     {{if .HasCounts}}<span class="mix" title="subtasks by state"><i class="c-run" style="width: {{.RunningPct}}%"></i><i class="c-ok" style="width: {{.SucceededPct}}%"></i><i class="c-fail" style="width: {{.FailedPct}}%"></i><i class="c-cancel" style="width: {{.CancelledPct}}%"></i></span>{{end}}
-    <span class="legend"><b>{{.Counts.Running}}</b> running · <b>{{.Counts.Succeeded}}</b> succeeded · <b>{{.Counts.Failed}}</b> failed · <b>{{.Counts.Cancelled}}</b> cancelled</span>
+    <span class="legend"><b>{{.Counts.Running}}</b> running · <b>{{.Counts.Succeeded}}</b> succeeded · <b>{{.Counts.Failed}}</b> failed · <b>{{.Counts.Cancelled}}</b> cancelled{{if gt .Count 1}} (all {{.Count}}){{end}}</span>
     {{if .Limit}}<span>limit <b>{{.Limit}}</b>{{if .Blocked}}, <b>{{.Blocked}}</b> forks blocked{{end}}</span>{{end}}
     {{if .NotStarted}}<span>{{.NotStarted}} not started yet</span>{{end}}
   </div>
-  {{if .Cause}}<div class="cause">cause: {{.Cause}}</div>{{end}}
-  {{if .Tasks}}<table class="tasks">{{range .Tasks}}
-    <tr class="{{.Class}}" data-seq="{{.Seq}}"><td class="seq">#{{.Seq}}</td><td class="age">{{.Age}}{{if eq .Class "stuck"}}<span class="tag">stuck?</span>{{end}}</td>
-    <td class="bar"><div class="track"><i style="width: {{.BarPct}}%"></i></div></td><td class="site" title="{{.Site}}">{{.ShortSite}}</td></tr>{{end}}
-  </table>{{end}}
+  {{if .Cause}}<div class="cause">cause: {{.Cause}}{{if gt .Causes 1}} (and {{.Causes}} other causes){{end}}</div>{{end}}
+  {{if .Tasks}}<div class="tasks">{{range .Tasks}}
+    <div class="task {{.Class}}" data-seq="{{.Seq}}"><span class="seq">{{if gt .Count 1}}{{.Count}} × {{end}}{{.Seq}}</span><span class="age">{{.Age}}{{if eq .Class "stuck"}}<span class="tag">stuck?</span>{{end}}</span><span class="track"><i style="width: {{.BarPct}}%"></i></span><span class="site" title="{{.Site}}">{{if .Name}}<span class="tname">{{.Name}}</span> {{end}}{{.ShortSite}}</span></div>{{end}}
+  </div>
+  <div class="scale">{{.Scale}}</div>{{end}}
+  {{if .Members}}<details class="members" data-group="{{.ID}}"><summary>the {{.Count}} scopes</summary><ol>{{range .Members}}<li data-member="{{.ID}}">#{{.ID}} · {{.State}} · {{.Age}}{{if .Detail}} · {{.Detail}}{{end}}</li>{{end}}{{if .MoreMembers}}<li>… {{.MoreMembers}} more (in <a href="?format=json">JSON</a>)</li>{{end}}</ol></details>{{end}}
 </div>
-{{if .Children}}<ul>{{range .Children}}{{template "scope" .}}{{end}}</ul>{{end}}
+{{if or .Children .MoreChildren}}<ul>{{range .Children}}{{template "group" .}}{{end}}{{if .MoreChildren}}<li class="scope"><div class="empty">… {{.MoreChildren}} more groups of scopes, not shown</div></li>{{end}}</ul>{{end}}
 {{if .Hidden}}<ul><li class="scope"><div class="empty">… {{.Hidden}} more nested scopes, not shown</div></li></ul>{{end}}
 </li>{{end}}`

@@ -2,6 +2,7 @@ package inspect_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -96,4 +97,45 @@ func TestRealHelpersSites(t *testing.T) {
 			assert.Equal(t, want, <-seen)
 		})
 	}
+}
+
+// A fork may carry a name (scope.ForkNamed, Scope.GoNamed): the dump shows it, in JSON and text,
+// beside the fork order and the site; a fork without one shows none, and a reused name is the
+// same name.
+func TestSubtaskNames(t *testing.T) {
+	enable(t, inspect.Scopes)
+	s := scope.Open(t.Context(), scope.WithName("fanout"))
+	release := make(chan struct{})
+	started := make(chan struct{}, 4)
+	wait := func(context.Context) error { started <- struct{}{}; <-release; return nil }
+	scope.ForkNamed(s, "user", func(ctx context.Context) (int, error) { return 0, wait(ctx) })
+	s.GoNamed("orders", wait)
+	s.Go(wait)
+	s.GoNamed("user", wait)
+	for range 4 {
+		<-started
+	}
+	r := find(t, inspect.Snapshot(), "fanout")
+	require.Len(t, r.Running, 4)
+	var got []string
+	for _, st := range r.Running {
+		got = append(got, st.Name)
+	}
+	assert.Equal(t, []string{"user", "orders", "", "user"}, got)
+	var b strings.Builder
+	require.NoError(t, (&inspect.Dump{Time: time.Now(), Scopes: []*inspect.Scope{r}}).WriteText(&b))
+	assert.Contains(t, b.String(), "  #1 \"user\" running ")
+	assert.Contains(t, b.String(), "  #3 running ")
+	raw, err := json.Marshal(r.Running[:3])
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `{"seq":2,"name":"orders","site":`)
+	assert.NotContains(t, string(raw), `"seq":3,"name"`, "no name: omitted")
+	close(release)
+	require.NoError(t, s.Join())
+
+	inspect.Disable(inspect.Scopes)
+	quiet := scope.Open(t.Context(), scope.WithName("quiet"))
+	st := scope.ForkNamed(quiet, "ignored", func(context.Context) (int, error) { return 7, nil })
+	require.NoError(t, quiet.Join())
+	assert.Equal(t, 7, st.Get(), "a scope not recorded ignores the name")
 }

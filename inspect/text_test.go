@@ -38,7 +38,7 @@ func TestWriteTextCutsACauseToItsFirstLine(t *testing.T) {
 	}}}
 	var b bytes.Buffer
 	require.NoError(t, d.WriteText(&b))
-	assert.Equal(t, "scope #1 FailFast cancelled 0s  b/c.go:1  no subtasks  cause: scope: subtask panicked: boom\n", b.String())
+	assert.Equal(t, "scope #1 FailFast cancelled 0s  b/c.go:1  no subtasks  cause: \"scope: subtask panicked: boom\"\n", b.String())
 }
 
 type failingWriter struct{ n int }
@@ -85,4 +85,36 @@ func TestWriteTextOfLiveScopes(t *testing.T) {
 func shortOf(site string) string {
 	parts := strings.Split(site, "/")
 	return strings.Join(parts[len(parts)-2:], "/")
+}
+
+// Regression (issue 21): a cause went to the operator's terminal raw — a carriage return that
+// overwrites the line, escape sequences that clear the screen or retitle the window — while
+// names were quoted. Every string from the program is escaped the same way in the text: names
+// and causes quoted like Go strings, sites bare when they are plain and quoted when not.
+func TestWriteTextEscapesEveryProgramString(t *testing.T) {
+	hostile := "a\rb\x1b[2Jc\x1b]0;pwned\x07d\u202ee\x00"
+	d := &inspect.Dump{Features: []string{"scopes"}, Scopes: []*inspect.Scope{{
+		ID: 1, Name: hostile, Policy: "FailFast", State: "cancelled", Site: "/srv/" + hostile + "/c.go:1",
+		Cause:   "cause " + hostile + "\nsecond line",
+		Running: []inspect.Subtask{{Seq: 1, Site: "/srv/x/" + hostile + ".go:9"}},
+	}}, Limiters: []*inspect.Limiter{{Name: hostile}}}
+	var b bytes.Buffer
+	require.NoError(t, d.WriteText(&b))
+	out := b.String()
+	for i, r := range out {
+		if r == '\n' {
+			continue
+		}
+		require.Truef(t, r >= 0x20 && r != 0x7f && r != '\u202e', "a raw control character %U at byte %d of %q", r, i, out)
+	}
+	quoted := `"a\rb\x1b[2Jc\x1b]0;pwned\ad\u202ee\x00"`
+	assert.Contains(t, out, `scope #1 `+quoted+` FailFast`, "the name")
+	assert.Contains(t, out, `cause: "cause a\rb\x1b[2Jc\x1b]0;pwned\ad\u202ee\x00"`, "the cause, its first line")
+	assert.Contains(t, out, `  "a\rb\x1b[2Jc\x1b]0;pwned\ad\u202ee\x00/c.go:1"  `, "the scope's site, quoted")
+	assert.Contains(t, out, `  #1 running 0s  "x/a\rb`, "the subtask's site")
+	assert.Contains(t, out, `limiter `+quoted+` limit 0`, "the limiter's name")
+	// A plain site stays bare.
+	b.Reset()
+	require.NoError(t, sampleDump().WriteText(&b))
+	assert.Contains(t, b.String(), "  api/profile.go:31  ")
 }

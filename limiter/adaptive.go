@@ -10,7 +10,9 @@ import (
 )
 
 // WithAdaptive lets c move the limit from what the calls observe, instead of keeping the limit
-// given to [New], which becomes the starting limit. c is asked once per window of calls (see
+// given to [New], which becomes the starting limit — clamped into c's [Min, Max] if c is
+// [adaptive.Bounded], as the built-ins are, so that [Stats].Limit and the calls running at once
+// never leave c's range, even before the first window closes. c is asked once per window of calls (see
 // package adaptive), never per call, by the call that closes the window — there is no goroutine
 // and no timer — and the limit it returns is applied through the FIFO queue's capacity: when it
 // grows, waiting calls are admitted in order; when it shrinks, running tasks are never

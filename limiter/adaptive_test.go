@@ -195,3 +195,51 @@ func TestWithAdaptiveBadInput(t *testing.T) {
 	assert.Panics(t, func() { limiter.New(4, limiter.WithAdaptive(adaptive.AIMD{Min: 5, Max: 2})) },
 		"a misconfigured controller panics at New")
 }
+
+// "The adaptive start is clamped into the controller's [Min, Max]; Stats().Limit shows the
+// clamped value." Regression: New(40, WithAdaptive(AIMD{Max: 5})) ran 40 at once.
+func TestWithAdaptiveClampsTheStartingLimit(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		c    adaptive.Controller
+		give int
+		want int
+	}{
+		{"AIMD above Max", adaptive.AIMD{Max: 5}, 40, 5},
+		{"Vegas above Max", adaptive.Vegas{Max: 5}, 40, 5},
+		{"Gradient above Max", adaptive.Gradient{Max: 5}, 40, 5},
+		{"AIMD below Min", adaptive.AIMD{Min: 3, Max: 10}, 1, 3},
+		{"Vegas below Min", adaptive.Vegas{Min: 3, Max: 10}, 1, 3},
+		{"Gradient below Min", adaptive.Gradient{Min: 3, Max: 10}, 2, 3},
+		{"the default Max", adaptive.AIMD{}, 5000, adaptive.DefaultMax},
+		{"within the range", adaptive.AIMD{Min: 2, Max: 50}, 20, 20},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l := limiter.New(tt.give, limiter.WithAdaptive(tt.c))
+				assert.Equal(t, tt.want, l.Stats().Limit)
+				var running, peak atomic.Int32
+				release := make(chan struct{})
+				var wg sync.WaitGroup
+				for range tt.want + 5 {
+					wg.Go(func() {
+						_ = l.Do(t.Context(), func(context.Context) error {
+							r := running.Add(1)
+							for p := peak.Load(); r > p && !peak.CompareAndSwap(p, r); p = peak.Load() {
+							}
+							<-release
+							running.Add(-1)
+							return nil
+						})
+					})
+				}
+				synctest.Wait()
+				assert.Equal(t, int32(tt.want), peak.Load(), "calls running at once")
+				assert.Equal(t, 5, l.Stats().Waiting)
+				close(release)
+				wg.Wait()
+				atRest(t, l)
+			})
+		})
+	}
+}

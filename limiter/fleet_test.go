@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -267,4 +268,136 @@ func TestWithFleetRateRejectsEarly(t *testing.T) {
 func TestWithFleetBadInput(t *testing.T) {
 	assert.PanicsWithValue(t, "limiter: WithFleet: nil Semaphore", func() { limiter.WithFleet(nil) })
 	assert.PanicsWithValue(t, "limiter: WithFleetRate: nil Rate", func() { limiter.WithFleetRate(nil) })
+}
+
+// "A lost lease decides the result from the lease, not from a context race: a call whose lease
+// was lost before fn returned ends with an error matching fleet.ErrLeaseLost (Failed), every
+// time." Many calls hold their leases when the backend goes down; each fn returns as soon as
+// the Semaphore has counted every lease lost — which it does after cancelling each lease's
+// context — without waiting for its own context to hear of it. Regression: the result was
+// read from the context derived for the task, which hears of the loss through an AfterFunc on
+// another goroutine and was cancelled with context.Canceled on the way out first: about half
+// of such calls succeeded. A real clock (the lease is lost within its TTL, 1 s), polled.
+func TestWithFleetLeaseLostBeforeFnReturnsFailsEveryTime(t *testing.T) {
+	const calls = 100
+	paths := append(append([]struct {
+		name string
+		opts []limiter.Option
+	}(nil), runPaths...), struct {
+		name string
+		opts []limiter.Option
+	}{"Submit", nil})
+	for _, tt := range paths {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := fleet.NewMemory()
+			sem := fleet.New(b, "api", calls, fleet.WithLease(time.Second), fleet.WithLogger(nil))
+			defer func() { _ = sem.Close() }()
+			l := limiter.New(calls, append([]limiter.Option{limiter.WithFleet(sem)}, tt.opts...)...)
+			var started sync.WaitGroup
+			started.Add(calls)
+			fn := func(context.Context) error {
+				started.Done()
+				deadline := time.Now().Add(20 * time.Second)
+				for sem.Stats().LeasesLost < calls {
+					if time.Now().After(deadline) {
+						return errors.New("the leases were never lost")
+					}
+					time.Sleep(50 * time.Microsecond)
+				}
+				return nil // the lease is gone: this nil must not stand
+			}
+			errs := make(chan error, calls)
+			for range calls {
+				go func() {
+					if tt.name == "Submit" {
+						_, err := limiter.Submit(context.Background(), l, func(ctx context.Context) (int, error) { return 0, fn(ctx) }).Wait(context.Background())
+						errs <- err
+						return
+					}
+					errs <- l.Do(context.Background(), fn)
+				}()
+			}
+			started.Wait()
+			b.SetDown(true) // renewals fail from now on
+			succeeded := 0
+			for range calls {
+				err := <-errs
+				if err == nil {
+					succeeded++
+					continue
+				}
+				require.ErrorIs(t, err, fleet.ErrLeaseLost)
+			}
+			assert.Zero(t, succeeded, "calls that succeeded though their lease was lost before fn returned")
+			require.NoError(t, l.Shutdown(t.Context()))
+			s := atRest(t, l)
+			assert.Equal(t, int64(calls), s.Failed)
+			b.SetDown(false)
+		})
+	}
+}
+
+// "Shutdown ends waits at every admission step: a call waiting for a fleet permit or token (or a
+// rate token) when Shutdown begins ends as a call queued for a local slot does; no fn starts
+// after Shutdown began." Regression: the wait for the fleet ran under the caller's ctx only, so
+// Shutdown waited for it (and gave up, "1 tasks still running"), and fn started once the permit
+// came, after Shutdown had begun.
+func TestShutdownEndsEveryAdmissionWait(t *testing.T) {
+	type waitFor struct {
+		name  string
+		setup func(t *testing.T, b *fleet.Memory) (l *limiter.Limiter, unblock func())
+	}
+	permit := func(opts ...limiter.Option) func(t *testing.T, b *fleet.Memory) (*limiter.Limiter, func()) {
+		return func(t *testing.T, b *fleet.Memory) (*limiter.Limiter, func()) {
+			ls, _ := replicas(t, b, 2, 1, opts...)
+			hold := make(chan struct{})
+			h := goDo(t.Context(), ls[0], func(context.Context) error { <-hold; return nil }) // the fleet's only permit
+			return ls[1], func() { close(hold); require.NoError(t, <-h.err) }
+		}
+	}
+	token := func(t *testing.T, b *fleet.Memory) (*limiter.Limiter, func()) {
+		r := fleet.NewRate(b, "api", 1, 1, fleet.WithLogger(nil))
+		l := limiter.New(10, limiter.WithFleetRate(r))
+		require.NoError(t, l.Do(t.Context(), func(context.Context) error { return nil })) // the token of now
+		return l, func() { time.Sleep(2 * time.Second) }                                  // the next one comes
+	}
+	for _, w := range []waitFor{
+		{"fleet permit", permit()},
+		{"fleet permit, task timeout", permit(limiter.WithTaskTimeout(time.Hour))},
+		{"fleet permit, acquire timeout", permit(limiter.WithAcquireTimeout(time.Hour))},
+		{"fleet token", token},
+	} {
+		for _, entry := range []string{"Do", "Submit"} {
+			t.Run(w.name+"/"+entry, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					b := fleet.NewMemory()
+					l, unblock := w.setup(t, b)
+					var ran atomic.Bool
+					fn := func(context.Context) error { ran.Store(true); return nil }
+					errc := make(chan error, 1)
+					if entry == "Do" {
+						go func() { errc <- l.Do(t.Context(), fn) }()
+					} else {
+						f := limiter.Submit(t.Context(), l, func(ctx context.Context) (int, error) { return 0, fn(ctx) })
+						go func() { _, err := f.Wait(t.Context()); errc <- err }()
+					}
+					synctest.Wait() // waiting at the fleet, holding its local slot
+					require.Equal(t, 1, l.Stats().InFlight)
+					ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+					defer cancel()
+					start := time.Now()
+					require.NoError(t, l.Shutdown(ctx), "Shutdown does not wait for a call that waits at the fleet")
+					assert.Zero(t, time.Since(start))
+					err := <-errc
+					require.ErrorIs(t, err, limiter.ErrClosed)
+					unblock()
+					synctest.Wait()
+					assert.False(t, ran.Load(), "no fn starts after Shutdown began")
+					s := atRest(t, l)
+					assert.Equal(t, int64(1), s.Rejected)
+				})
+			})
+		}
+	}
 }

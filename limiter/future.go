@@ -2,46 +2,15 @@ package limiter
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/goloom/loom/internal/registry"
-	"github.com/goloom/loom/internal/sema"
-	"github.com/goloom/loom/internal/window"
+	"runtime/debug"
 )
 
 // A Future is the pending result of a task started by [Submit]. Its methods are safe for
 // concurrent use by multiple goroutines.
 type Future[T any] struct {
-	w   sema.Waiter // our place in the limiter's queue; costs no goroutine
-	l   *Limiter
-	ctx context.Context // Submit's
+	t   task // the part of its life that knows nothing of T (task.go)
 	fn  func(context.Context) (T, error)
-
-	// delivered is set once the result is out: val and err are final, the call is counted and
-	// recorded, and done (if made) is closed. Wait reads it without the lock.
-	delivered atomic.Bool
-
-	// mu guards what follows; see task.go for the life it follows. (The four one-byte fields
-	// sit next to it and delivered so that the three share one word: every field of a queued
-	// Future is paid a million times over in a long queue.)
-	mu        sync.Mutex
-	phase     uint8              // phaseQueued, phaseRunning, phaseExited
-	settled   bool               // val and err are decided (endLocked); delivered soon after, outside mu
-	cancelled bool               // Cancel was called
-	foreign   bool               // its goroutine may carry another task's pprof labels (see runner)
-	done      chan struct{}      // made by the first Done before completion
-	cancel    context.CancelFunc // the task's context's
-	stop      func() bool        // stops the watcher of ctx (queued, or running without timeout) or of the task's context
-	timer     *time.Timer        // the acquire timeout, while queued
-	at        *stamps            // when the call began and its task started, if the limiter notes it (see begin)
-	leave     func()             // gives the fleet's permit back; nil without one
-	mk        window.Mark        // the adaptive limit's mark of the task's start
-	waitTrace registry.AsyncWait // a trace task "loom.limiter.wait" while it queues, if a trace records
-
-	val T
-	err error
+	val T // fn's value, when the call's result is what fn returned; written before delivery
 }
 
 // Submit starts fn with a slot of l and returns at once with its [Future]; it never blocks.
@@ -74,60 +43,63 @@ func Submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T,
 	if fn == nil {
 		panic("limiter: Submit: nil function")
 	}
-	f := &Future[T]{l: l, ctx: ctx, fn: fn}
-	if t0 := l.begin(); !t0.IsZero() {
-		f.at = &stamps{born: t0.Sub(l.epoch)}
-	}
-	if done := ctx.Done(); done != nil {
-		select {
-		case <-done:
-			f.endUnqueued(ctxErr(ctx), outCancelled)
-			return f
-		default:
-		}
-	}
-	if l.closed.Load() {
-		f.endUnqueued(ErrClosed, outRejected)
-		return f
-	}
-	if l.slots.TryAcquireFor(&f.w, 1) {
-		go runTasks(f, false)
-		return f
-	}
-	if err := l.refusal(ctx); err != nil {
-		f.endUnqueued(err, outRejected)
-		return f
-	}
-	// Hold f.mu while queueing and arming the watchers: a grant can come from another goroutine
-	// the moment we are queued, and runTask waits for f.mu.
-	f.mu.Lock()
-	acquired, err := l.slots.AcquireFuncFor(&f.w, 1, runner(f), f.granted)
-	if acquired || err != nil {
-		l.waiting.Add(-1)
-		f.mu.Unlock()
-		if err != nil {
-			f.endUnqueued(ErrClosed, outRejected) // the only way AcquireFunc fails for one permit
-			return f
-		}
-		go runTasks(f, false)
-		return f
-	}
-	f.waitTrace = registry.StartAsyncWait(ctx)
-	if ctx.Done() != nil {
-		f.stop = context.AfterFunc(ctx, f.onCtxDone)
-	}
-	if l.cfg.acquireTimed {
-		f.timer = time.AfterFunc(l.cfg.acquireTimeout, f.onAcquireTimeout)
-	}
-	f.mu.Unlock()
+	return submit(ctx, l, fn)
+}
+
+// submit begins a task and puts it on its way: Submit, and Do and Call with a task timeout.
+func submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) *Future[T] {
+	f := &Future[T]{fn: fn}
+	f.t.l, f.t.ctx = l, ctx
+	f.t.begin()
+	f.t.enqueue(f)
 	return f
 }
 
-// stamps are a Future's times, after the limiter's epoch, for a limiter that notes them (its
-// logger, its fleet's share of the acquire timeout): few limiters do, so they live apart.
-type stamps struct {
-	born time.Duration // when Submit was called
-	wait time.Duration // from Submit to the task's start, with a logger
+// base is the runner's task.
+func (f *Future[T]) base() *task { return &f.t }
+
+// runTask admits the task (its slot is held already) and runs it, on a task goroutine. It
+// returns a task handed to this goroutine to run next, if any.
+func (f *Future[T]) runTask(foreign bool) (next runner) {
+	tctx, err := f.t.start(foreign)
+	if err != nil {
+		e := f.t.exit(refused, err, nil, nil)
+		return f.t.complete(&e)
+	}
+	return f.run(tctx)
+}
+
+// runLaunched is the body of a task goroutine started for a Do or Call with a task timeout,
+// admitted on its caller's goroutine (see runTimed): it runs the task, then whatever task it is
+// handed next.
+func (f *Future[T]) runLaunched(tctx context.Context) { runTasks(f.run(tctx), true) }
+
+// run is the place where a task goroutine runs fn, under the task's context: it runs fn and
+// ends the task. The deferred function tells a panic (recover returns non-nil) from
+// runtime.Goexit (nil). It returns a task handed to this goroutine to run next, if any.
+func (f *Future[T]) run(tctx context.Context) (next runner) {
+	tctx = f.t.l.labels.Task(tctx, f.t.foreign) // loom.limiter with Labels; never another task's
+	normal := false
+	defer func() {
+		if normal {
+			return
+		}
+		if r := recover(); r != nil {
+			pe := &PanicError{Value: r, Stack: debug.Stack()}
+			e := f.t.exit(panicked, pe, pe, tctx)
+			next = f.t.complete(&e)
+			return
+		}
+		e := f.t.exit(goexited, ErrGoexit, nil, tctx)
+		f.t.complete(&e) // the goroutine is ending: it takes no next task
+	}()
+	v, err := f.fn(tctx)
+	normal = true
+	e := f.t.exit(returned, err, nil, tctx)
+	if !e.counted && !e.overrides {
+		f.val = v // the call's result is what fn returned
+	}
+	return f.t.complete(&e)
 }
 
 // Wait waits for the task's result and returns what fn returned, or the error that completed
@@ -139,12 +111,12 @@ func (f *Future[T]) Wait(ctx context.Context) (T, error) {
 	if ctx == nil {
 		panic("limiter: Wait: nil context")
 	}
-	if f.delivered.Load() {
-		return f.val, f.err
+	if f.t.delivered.Load() {
+		return f.val, f.t.err
 	}
 	select {
 	case <-f.Done():
-		return f.val, f.err
+		return f.val, f.t.err
 	case <-ctx.Done():
 		var zero T
 		return zero, ctxErr(ctx)
@@ -152,52 +124,12 @@ func (f *Future[T]) Wait(ctx context.Context) (T, error) {
 }
 
 // Done returns a channel that is closed when the Future completes; Wait then returns at once.
-func (f *Future[T]) Done() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.done == nil {
-		if f.delivered.Load() {
-			return closedChan
-		}
-		f.done = make(chan struct{}) // made on demand: most Futures are waited for once, or late
-	}
-	return f.done
-}
-
-var closedChan = func() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}()
+func (f *Future[T]) Done() <-chan struct{} { return f.t.doneChan() }
 
 // Cancel cancels the task. A task still waiting for a slot is taken off the queue and never
 // runs; its Future completes with context.Canceled. A running task's context is cancelled, and
 // its Future completes at once with context.Canceled while fn, keeping its slot, runs on until
-// it returns. Either way the call is counted Cancelled. On a completed Future, Cancel does
+// it returns (a task still waiting for what [WithFleet] or [WithFleetRate] grant stops waiting,
+// and never runs). Either way the call is counted Cancelled. On a completed Future, Cancel does
 // nothing. It never blocks for long and may be called any number of times.
-func (f *Future[T]) Cancel() {
-	f.mu.Lock()
-	if f.settled || f.cancelled {
-		f.mu.Unlock()
-		return
-	}
-	f.cancelled = true
-	var e ending
-	var cancel context.CancelFunc
-	switch f.phase {
-	case phaseQueued:
-		var left bool
-		if e, left = f.leaveQueueLocked(context.Canceled, outCancelled); !left {
-			f.mu.Unlock() // granted just now: runTask sees f.cancelled before it starts fn
-			return
-		}
-	case phaseRunning:
-		e = f.overrunLocked(context.Canceled, outCancelled)
-		cancel = f.cancel
-	}
-	f.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-	f.publish(e)
-}
+func (f *Future[T]) Cancel() { f.t.cancelTask() }

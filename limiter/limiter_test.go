@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -869,4 +870,117 @@ func TestTimeoutErrorsAreTimeouts(t *testing.T) {
 	assert.ErrorIs(t, limiter.ErrAcquireTimeout, limiter.ErrRejected)
 	assert.NotErrorIs(t, limiter.ErrTooManyWaiting, context.DeadlineExceeded)
 	assert.NotErrorIs(t, limiter.ErrClosed, context.DeadlineExceeded)
+}
+
+// sliceError is an error whose dynamic type cannot be compared: == on two interfaces holding it
+// panics.
+type sliceError []string
+
+func (e sliceError) Error() string { return strings.Join(e, "; ") }
+
+// fn's error is returned as is, whatever its type: the limiter never compares it with ==.
+func TestUncomparableErrorIsReturnedAsIs(t *testing.T) {
+	for _, tt := range runPaths {
+		t.Run(tt.name, func(t *testing.T) {
+			l := limiter.New(1, tt.opts...)
+			give := sliceError{"a", "b"}
+			err := l.Do(t.Context(), func(context.Context) error { return give })
+			assert.Equal(t, error(give), err)
+			v, err := limiter.Call(t.Context(), l, func(context.Context) (int, error) { return 3, give })
+			assert.Equal(t, error(give), err)
+			assert.Equal(t, 3, v)
+			v, err = limiter.Submit(t.Context(), l, func(context.Context) (int, error) { return 4, give }).Wait(t.Context())
+			assert.Equal(t, error(give), err)
+			assert.Equal(t, 4, v)
+			assert.Equal(t, int64(3), atRest(t, l).Failed)
+		})
+	}
+}
+
+// "no fn starts after Shutdown began": a step that admits its call although Shutdown has begun
+// (it ignores its wait's end, as a fleet's grant in flight would) does not let fn start: the
+// call gives back what it took, slot and hold, and ends with ErrClosed, counted Rejected.
+// Mutation-checked: without the last look at Shutdown after the steps, fn runs.
+func TestNoTaskStartsOnceShutdownBegan(t *testing.T) {
+	for _, entry := range []string{"Do", "Do with a task timeout", "Submit"} {
+		t.Run(entry, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				entered, admit := make(chan struct{}), make(chan struct{})
+				given := 0
+				step := limiter.TestStep{Take: func(ctx context.Context) (*limiter.TestHold, error) {
+					close(entered)
+					<-admit // whatever ctx says
+					return &limiter.TestHold{Given: func() { given++ }}, nil
+				}}
+				opts := []limiter.Option{limiter.WithTestSteps(step)}
+				if entry == "Do with a task timeout" {
+					opts = append(opts, limiter.WithTaskTimeout(time.Hour))
+				}
+				l := limiter.New(1, opts...)
+				ran := false
+				errc := make(chan error, 1)
+				if entry == "Submit" {
+					f := limiter.Submit(t.Context(), l, func(context.Context) (int, error) { ran = true; return 0, nil })
+					go func() { _, err := f.Wait(t.Context()); errc <- err }()
+				} else {
+					go func() { errc <- l.Do(t.Context(), func(context.Context) error { ran = true; return nil }) }()
+				}
+				<-entered
+				shut := make(chan error, 1)
+				go func() { shut <- l.Shutdown(t.Context()) }()
+				synctest.Wait() // Shutdown has begun, and waits for the slot the call holds
+				close(admit)
+				exactly(t, limiter.ErrClosed, <-errc)
+				require.NoError(t, <-shut)
+				assert.False(t, ran, "fn started after Shutdown began")
+				assert.Equal(t, 1, given, "the step's hold was given back")
+				assert.Equal(t, int64(1), atRest(t, l).Rejected)
+			})
+		})
+	}
+}
+
+// The steps after the slot are taken in order and given back in reverse, when the task is done
+// or when a later step refuses; a hold lost before fn returned makes the call's result its error,
+// whatever fn returned (Failed).
+func TestStepsAreTakenInOrderAndGivenBackInReverse(t *testing.T) {
+	for _, tt := range runPaths {
+		t.Run(tt.name, func(t *testing.T) {
+			var log []string
+			errNo, errLost := errors.New("no"), errors.New("lost")
+			var lost error
+			step := func(name string, refuse *bool) limiter.TestStep {
+				return limiter.TestStep{Take: func(context.Context) (*limiter.TestHold, error) {
+					if *refuse {
+						log = append(log, "refuse "+name)
+						return nil, fmt.Errorf("%w: %w", limiter.ErrRejected, errNo)
+					}
+					log = append(log, "take "+name)
+					return &limiter.TestHold{
+						Lost:  func() error { return lost },
+						Given: func() { log = append(log, "give "+name) },
+					}, nil
+				}}
+			}
+			refuseA, refuseB := false, false
+			l := limiter.New(1, append([]limiter.Option{limiter.WithTestSteps(step("a", &refuseA), step("b", &refuseB))}, tt.opts...)...)
+			require.NoError(t, l.Do(t.Context(), func(context.Context) error { log = append(log, "fn"); return nil }))
+			assert.Equal(t, []string{"take a", "take b", "fn", "give b", "give a"}, log)
+
+			log, refuseB = nil, true
+			err := l.Do(t.Context(), func(context.Context) error { log = append(log, "fn"); return nil })
+			require.ErrorIs(t, err, errNo)
+			require.ErrorIs(t, err, limiter.ErrRejected)
+			assert.Equal(t, []string{"take a", "refuse b", "give a"}, log)
+
+			log, refuseB, lost = nil, false, errLost
+			v, err := limiter.Call(t.Context(), l, func(context.Context) (int, error) { return 7, nil })
+			exactly(t, errLost, err)
+			assert.Zero(t, v, "fn's value is not to be trusted once a hold is lost")
+			assert.Equal(t, []string{"take a", "take b", "give b", "give a"}, log)
+
+			s := atRest(t, l)
+			assert.Equal(t, outcomes{Submitted: 3, Completed: 1, Rejected: 1, Failed: 1}, outcomesOf(s))
+		})
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/goloom/loom/fleet"
 	"github.com/goloom/loom/limiter/adaptive"
 )
 
@@ -22,19 +21,33 @@ type config struct {
 	logger         *slog.Logger
 	perSecond      float64 // WithRate; 0: no rate
 	burst          int
-	fleet          *fleet.Semaphore    // WithFleet
-	fleetRate      *fleet.Rate         // WithFleetRate
 	adaptive       adaptive.Controller // WithAdaptive
 	overload       func(error) bool    // WithOverload; defaultOverload unless given
+
+	// The admission steps after the slot, each set by its option (WithFleet, WithFleetRate) and
+	// put in their one order by New. Interfaces, so that a program that uses neither option
+	// links no code of package fleet.
+	permit step
+	token  step
 }
 
-// fleeted reports whether calls must also be admitted by the fleet.
-func (c *config) fleeted() bool { return c.fleet != nil || c.fleetRate != nil }
+// steps returns the admission steps after the slot, in the order a call takes them: the fleet's
+// permit, then its token.
+func (c *config) steps() []step {
+	var steps []step
+	for _, s := range []step{c.permit, c.token} {
+		if s != nil {
+			steps = append(steps, s)
+		}
+	}
+	return steps
+}
 
 // WithAcquireTimeout bounds how long a call waits for a slot: after d it is rejected with
 // [ErrAcquireTimeout] (matching [ErrRejected]), counted Rejected. With d <= 0 a call never waits:
 // it runs at once if a slot is free and nobody is queued, else it is rejected. Without this
-// option a call waits until a slot frees or its ctx ends.
+// option a call waits until a slot frees or its ctx ends. With [WithFleet] or [WithFleetRate] the
+// same d, counted from the call's start, covers the waits for the fleet too.
 func WithAcquireTimeout(d time.Duration) Option {
 	return func(c *config) { c.acquireTimeout, c.acquireTimed = d, true }
 }
@@ -65,7 +78,17 @@ func WithTaskTimeout(d time.Duration) Option {
 	return func(c *config) { c.taskTimeout = d }
 }
 
-// WithName names the limiter in its log records.
+// WithName names the limiter. The name does three things:
+//
+//   - It is the "limiter" attribute of every record [WithLogger]'s logger gets.
+//   - It lists the limiter for package inspect's dumps and for the metrics exporters (through a
+//     weak pointer: the listing never keeps the limiter alive), and makes every queued call note
+//     when it began to wait (a clock read per wait that queues), so that a dump can show how long
+//     the oldest has waited.
+//   - It is the value of the pprof label loom.limiter on every task while package inspect's
+//     Labels feature is on ("limiter" for an unnamed limiter).
+//
+// An empty name, the default, lists nothing and stamps nothing.
 func WithName(name string) Option { return func(c *config) { c.name = name } }
 
 // WithLogger makes the limiter write one record to logger for each rejected call (Warn), each

@@ -40,11 +40,7 @@ type Stats struct {
 // different (benchstat, p > 0.4) and needed unsafe.
 type counters struct {
 	submitted atomic.Int64
-	completed atomic.Int64
-	failed    atomic.Int64
-	rejected  atomic.Int64
-	timedOut  atomic.Int64
-	cancelled atomic.Int64
+	outcomes  [numOutcomes]atomic.Int64 // by outcome: an index, not a switch
 	panicked  atomic.Int64
 }
 
@@ -57,37 +53,15 @@ const (
 	outRejected
 	outTimedOut
 	outCancelled
+	numOutcomes
 )
 
-// ran is the outcome of a call whose task returned err: Completed for nil; for an error,
-// Cancelled if the caller's ctx (or the Future) was already cancelled, else Failed. The rules of
-// Stats, in one place, for every kind of call.
-func ran(ctx context.Context, err error, cancelled bool) outcome {
-	switch {
-	case err == nil:
-		return outCompleted
-	case cancelled || ctx.Err() != nil:
-		return outCancelled
-	}
-	return outFailed
-}
-
-// begin counts a call in and returns when it began (the zero time unless the logger or the
-// fleet needs it).
-func (l *Limiter) begin() time.Time {
-	l.count.submitted.Add(1)
-	if l.stamp {
-		return time.Now()
-	}
-	return time.Time{}
-}
-
-// end counts a call out in its one outcome and writes the call's record, if it has one: a
-// rejection or a task timeout (panics are recorded by recordPanic). It is the funnel every call
-// of every kind ends through, exactly once, and it runs only once the call's slot, if it had
-// one, is free — so that a log handler may call back into the limiter. t0 is when the call
-// began, t1 when its task started (zero times without a logger).
-func (l *Limiter) end(ctx context.Context, o outcome, err error, t0, t1 time.Time) {
+// record counts a call out in its one outcome and writes the call's record, if it has one: a
+// rejection or a task timeout (panics are recorded by recordPanic). Every call is counted out
+// exactly once, here (from end) or by tally (its caller left while fn ran), and only once the
+// call's slot, if it had one, is free — so that a log handler may call back into the limiter.
+// t0 is when the call began, t1 when its task started (zero times without a logger).
+func (l *Limiter) record(ctx context.Context, o outcome, err error, t0, t1 time.Time) {
 	l.tally(o)
 	if l.cfg.logger == nil {
 		return
@@ -100,22 +74,11 @@ func (l *Limiter) end(ctx context.Context, o outcome, err error, t0, t1 time.Tim
 	}
 }
 
-// tally counts an outcome without writing its record: for a call that ends while its task still
-// holds the slot (a timeout, a cancellation), whose record waits until the slot is free (see
-// recordTimeout). Every call is tallied exactly once, through end or directly.
+// tally counts an outcome without writing its record: for a call whose caller left while its task
+// still holds the slot (a timeout, a cancellation, a lost lease), whose record waits until the
+// slot is free (see recordTimeout).
 func (l *Limiter) tally(o outcome) {
-	switch o {
-	case outCompleted:
-		l.count.completed.Add(1)
-	case outFailed:
-		l.count.failed.Add(1)
-	case outRejected:
-		l.count.rejected.Add(1)
-	case outTimedOut:
-		l.count.timedOut.Add(1)
-	case outCancelled:
-		l.count.cancelled.Add(1)
-	}
+	l.count.outcomes[o].Add(1)
 }
 
 // recordPanic counts a task's panic and writes its record, once its slot is free.
@@ -146,15 +109,15 @@ func (l *Limiter) Stats() Stats {
 	// Outcomes before Submitted: a call is counted in Submitted before it can end, so the
 	// snapshot never shows more ended calls than begun ones.
 	c := &l.count
-	s.Completed = c.completed.Load()
-	s.Failed = c.failed.Load()
-	s.Rejected = c.rejected.Load()
-	s.TimedOut = c.timedOut.Load()
-	s.Cancelled = c.cancelled.Load()
+	s.Completed = c.outcomes[outCompleted].Load()
+	s.Failed = c.outcomes[outFailed].Load()
+	s.Rejected = c.outcomes[outRejected].Load()
+	s.TimedOut = c.outcomes[outTimedOut].Load()
+	s.Cancelled = c.outcomes[outCancelled].Load()
 	s.Panicked = c.panicked.Load()
 	s.Submitted = c.submitted.Load()
 	s.Overrunning = int(l.overrunning.Load())
-	s.Waiting = int(l.waiting.Load())
+	s.Waiting = l.slots.Waiting()
 	if l.rate != nil && l.slots.GateHeld() {
 		s.RateWaiting = s.Waiting
 	}

@@ -13,7 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/goloom/loom/fleet"
 	"github.com/goloom/loom/limiter"
+	"github.com/goloom/loom/limiter/adaptive"
 )
 
 // gauge tracks how many task bodies run at once, measured inside the bodies.
@@ -192,6 +194,22 @@ func TestStressConservation(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			opts = append(opts, limiter.WithTaskTimeout(time.Duration(1+rng.IntN(200))*time.Microsecond))
 		}
+		// The admission steps and the adaptive limit, each in a third of the configurations: a
+		// rate whose bucket runs dry (tokens every 20-200 µs), a fleet permit of a Memory backend
+		// (the local limit's, or fewer), an AIMD limit moving within [1, limit].
+		if rng.IntN(3) == 0 {
+			opts = append(opts, limiter.WithRate(float64(5_000+rng.IntN(45_000)), 1+rng.IntN(4)))
+		}
+		bound := limit
+		if rng.IntN(3) == 0 {
+			bound = 1 + rng.IntN(limit)
+			sem := fleet.New(fleet.NewMemory(), "stress", int64(bound), fleet.WithLease(time.Minute), fleet.WithLogger(nil))
+			t.Cleanup(func() { _ = sem.Close() })
+			opts = append(opts, limiter.WithFleet(sem))
+		}
+		if rng.IntN(3) == 0 {
+			opts = append(opts, limiter.WithAdaptive(adaptive.AIMD{Min: 1, Max: limit}))
+		}
 		shutdownAt := -1
 		if c%3 == 2 {
 			shutdownAt = ops / 2
@@ -285,7 +303,7 @@ func TestStressConservation(t *testing.T) {
 		}
 		wg.Wait()
 		require.NoError(t, l.Shutdown(t.Context()))
-		assert.LessOrEqual(t, g.peak.Load(), int64(limit), "config %d", c)
+		assert.LessOrEqual(t, g.peak.Load(), int64(bound), "config %d: the local limit, and the fleet's", c)
 		s := atRest(t, l)
 		assert.Equal(t, int64(8*ops), s.Submitted, "config %d", c)
 		assert.Equal(t, ty.ok.Load(), s.Completed, "config %d", c)

@@ -2,47 +2,80 @@ package limiter
 
 import (
 	"context"
-	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/goloom/loom/internal/registry"
+	"github.com/goloom/loom/internal/sema"
 )
 
-// The life of a submitted task. A Future's phase moves only forward, under Future.mu:
+// The life of a task — a Submitted call, or a Do or Call with a task timeout — is a call's (see
+// call.go) with a queue place and a Future. Its phase moves only forward, under task.mu:
 //
-//	phase     meaning                                   left by                       to
-//	--------  ----------------------------------------  ----------------------------  -------
-//	queued    waiting for a slot in the FIFO queue, or  runTask starts fn             running
-//	          granted one and about to start            leaves the queue (Cancel, ctx,  exited
-//	                                                    acquire timeout, Shutdown) or
-//	                                                    refused at the start
-//	running   fn runs on a task goroutine, with a slot  fn returns (exit)             exited
-//	exited    fn has returned, or will never run        -                             -
+//	phase    meaning                                       left by                          to
+//	-------  --------------------------------------------  -------------------------------  -------
+//	queued   waiting for a slot in the FIFO queue (no       its start on a task goroutine    running
+//	         goroutine), or granted one and about to start  leaving the queue (Cancel, ctx,  exited
+//	                                                        acquire timeout, Shutdown)
+//	running  holding its slot on a task goroutine: taking   fn's return, or the refusal of   exited
+//	         the steps after the slot, then running fn      a step or of Shutdown
+//	exited   its task is done, or will never run            -                                -
 //
 // Orthogonal to the phase, the Future's result is settled once (settled: val and err decided,
-// under mu), then delivered (delivered: the call counted and recorded, Done closed), outside mu:
+// under mu), then delivered (the call counted and recorded, Done closed), outside mu:
 //
-//   - queued: completed when it leaves the queue or is refused; it never runs.
-//   - running: completed by fn's return (exit), or earlier by Cancel, the ctx's end or the task
-//     timeout — the task then overruns: it keeps its slot until fn returns, counted in
-//     Overrunning, and exit completes nothing.
+//   - queued: settled when it leaves the queue or is refused at its start; it never runs.
+//   - running: settled when fn returns (exit), or earlier when its caller leaves — Cancel, the
+//     ctx's end, the task timeout, a lost lease (left) — and the task then overruns: it keeps
+//     its slot until it is done, counted in Overrunning, and its end counts nothing.
 //
-// Records (rejection, timeout, panic) are written only once the task holds no slot: at once for
-// a task that never ran, in exit for one that did — so that a log handler may call back into the
-// limiter.
+// Records (rejection, timeout, panic) are written only once the task holds no slot, by finish.
+//
+// Lock order: a task's mu is held while it leaves the queue (sema's Cancel and Expire), which
+// may serve the requests behind it and call their granted on this goroutine. granted takes no
+// lock for a grant, and only a Close fails a limiter's request (one permit is never too many),
+// so granted never takes another task's mu while one is held.
 
-// The phases of a Future's task, guarded by Future.mu.
+// The phases of a task, guarded by task.mu.
 const (
-	phaseQueued  uint8 = iota // waiting for a slot, or granted one and about to start
-	phaseRunning              // fn runs on the task's goroutine
-	phaseExited               // fn has returned, or will never run
+	phaseQueued uint8 = iota
+	phaseRunning
+	phaseExited
 )
 
-// A runner is a granted task, ready to run on a goroutine of the limiter's own.
+// task is the part of a Future that knows nothing of its function's type.
+type task struct {
+	call
+	w sema.Waiter // its place in the limiter's queue; costs no goroutine
+
+	// delivered is set once the result is out: val and err are final, the call is counted and
+	// recorded, and done (if made) is closed. Wait reads it without the lock.
+	delivered atomic.Bool
+
+	// mu guards what follows. (The four one-byte fields sit next to it and delivered so that the
+	// three share one word: every field of a queued task is paid a million times over in a long
+	// queue.)
+	mu        sync.Mutex
+	phase     uint8              // phaseQueued, phaseRunning, phaseExited
+	settled   bool               // the result is decided; delivered soon after, outside mu
+	cancelled bool               // Cancel was called
+	foreign   bool               // its goroutine may carry another task's pprof labels (see runner)
+	leftAs    outcome            // what the call was counted as when its caller left (see overrunLocked)
+	done      chan struct{}      // made by the first Done before delivery
+	cancel    context.CancelFunc // ends the task's context, and the steps' wait (running); nil: the task is its context
+	stop      func() bool        // stops the watcher: of ctx (queued) or of the task's context (running)
+	timer     *time.Timer        // the acquire timeout, while queued
+	cx        *ctxState          // the task's context's, once asked for (the task as its context)
+	err       error
+}
+
+// A runner is a granted task, ready to run on a goroutine of the limiter's own: a *Future[T].
 type runner interface {
 	// runTask runs the task; foreign says that this goroutine may carry another task's pprof
 	// labels (it ran one, or another task's goroutine started it), which must not stay on.
 	runTask(foreign bool) (next runner)
+	base() *task
 }
 
 // runTasks is the body of the limiter's task goroutines: it runs r, then whatever task it is
@@ -54,399 +87,365 @@ func runTasks(r runner, foreign bool) {
 	}
 }
 
-// releaseAndTake gives the caller's slot back and returns the queued task the slot went to, if
-// any, for the caller — a task goroutine whose task has returned — to run next: a goroutine start
-// saved per task while the queue is long.
-func (l *Limiter) releaseAndTake() runner {
-	owner := l.slots.ReleaseAndTake(1)
-	if owner == nil {
-		return nil
+// enqueue puts the task r (t's) on its way: refused at once, started on a goroutine of its own
+// if a slot is free, or queued for one.
+func (t *task) enqueue(r runner) {
+	l, ctx := t.l, t.ctx
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-done:
+			t.refuseUnqueued(ctxErr(ctx))
+			return
+		default:
+		}
 	}
-	l.waiting.Add(-1) // what granted would have done
-	return owner.(runner)
+	if l.closed.Load() {
+		t.refuseUnqueued(ErrClosed)
+		return
+	}
+	if l.slots.TryAcquireFor(&t.w, 1) {
+		go runTasks(r, false)
+		return
+	}
+	if err := l.refusal(ctx); err != nil {
+		t.refuseUnqueued(err)
+		return
+	}
+	if aw := registry.StartAsyncWait(ctx); aw != (registry.AsyncWait{}) {
+		t.extras().waitTrace = aw // before queueing: nobody else sees t yet
+	}
+	// With watchers to arm, hold t.mu while queueing and arming them: a grant can come from
+	// another goroutine the moment we are queued, and start waits for t.mu. Without (ctx has no
+	// Done, no acquire timeout), nothing is left to do once queued.
+	watch := ctx.Done() != nil || l.cfg.acquireTimed
+	if watch {
+		t.mu.Lock()
+	}
+	acquired, err := l.slots.AcquireFuncFor(&t.w, 1, r, granted)
+	if acquired || err != nil {
+		if watch {
+			t.mu.Unlock()
+		}
+		if err != nil {
+			t.refuseUnqueued(l.queueErr(ctx, err)) // closed, or full: one permit is never too many
+			return
+		}
+		go runTasks(r, false)
+		return
+	}
+	if !watch {
+		return
+	}
+	if ctx.Done() != nil {
+		t.stop = context.AfterFunc(ctx, t.onQueuedDone)
+	}
+	if l.cfg.acquireTimed {
+		t.timer = time.AfterFunc(l.cfg.acquireTimeout, t.onAcquireTimeout)
+	}
+	t.mu.Unlock()
 }
 
 // granted is the queue's callback, for a slot that no task goroutine took over (see
-// releaseAndTake): the slot is ours (err == nil), or Shutdown failed the queue. It runs on the
-// goroutine that released the slot, so it only hands the task on, to a goroutine of its own.
-func (f *Future[T]) granted(err error) {
-	f.l.waiting.Add(-1)
+// releaseAndTake): the slot is the task's (err == nil), or Shutdown failed the queue. It runs on
+// the goroutine that released the slot, so it only hands the task on, to a goroutine of its own.
+func granted(w *sema.Waiter, err error) {
+	r := w.Owner().(runner)
+	t := r.base()
 	if err == nil {
-		go runTasks(f, true) // started from the releasing goroutine, maybe another task's
+		go runTasks(r, true) // started from the releasing goroutine, maybe another task's
 		return
 	}
-	f.mu.Lock()
-	e := f.endQueuedLocked(ErrClosed, outRejected)
-	f.mu.Unlock()
-	f.publish(e)
+	t.mu.Lock()
+	t.settleUnqueuedLocked(ErrClosed)
+	t.mu.Unlock()
+	t.refused(ErrClosed)
 }
 
-// onAcquireTimeout runs when the acquire timeout fires while the task is queued.
-func (f *Future[T]) onAcquireTimeout() {
-	f.mu.Lock()
-	if f.settled || f.phase != phaseQueued {
-		f.mu.Unlock()
+// onQueuedDone runs when ctx ends while the task is queued.
+func (t *task) onQueuedDone() { t.leaveQueue(ctxErr(t.ctx), false) }
+
+// onAcquireTimeout runs when the acquire timeout fires while the task is queued: one last try
+// at the slot and its token (sema's Expire), then off the queue.
+func (t *task) onAcquireTimeout() { t.leaveQueue(ErrAcquireTimeout, true) }
+
+// leaveQueue takes a queued task off the queue and ends it with err; expired: at its acquire
+// timeout, with one last try. If the slot was granted meanwhile, it does nothing: start sees why
+// the task must not run, or the task runs (granted at its deadline).
+func (t *task) leaveQueue(err error, expired bool) {
+	t.mu.Lock()
+	if t.settled || t.phase != phaseQueued {
+		t.mu.Unlock()
 		return
 	}
-	e, left := f.leaveQueueLocked(ErrAcquireTimeout, outRejected)
-	f.mu.Unlock()
-	if !left {
-		return // granted just in time: then it runs
-	}
-	f.publish(e)
-}
-
-// onCtxDone runs when Submit's ctx ends while the task is queued or running without a task
-// timeout.
-func (f *Future[T]) onCtxDone() { f.onDone(f.ctx) }
-
-// onDone runs when ctx, the one its watcher watches, ends: Submit's ctx while the task is queued,
-// or the task's context while it runs — its end then says why: the task timeout, a lost fleet
-// lease, or Submit's ctx.
-func (f *Future[T]) onDone(ctx context.Context) {
-	f.mu.Lock()
-	if f.settled {
-		f.mu.Unlock()
-		return
-	}
-	var e ending
-	switch f.phase {
-	case phaseQueued:
-		var left bool
-		if e, left = f.leaveQueueLocked(ctxErr(f.ctx), outCancelled); !left {
-			f.mu.Unlock() // granted just now: runTask sees ctx's end before it starts fn
-			return
-		}
-	case phaseRunning:
-		switch cause := context.Cause(ctx); {
-		case cause == ErrTaskTimeout:
-			e = f.overrunLocked(ErrTaskTimeout, outTimedOut)
-		case lost(ctx) != nil:
-			e = f.overrunLocked(cause, outFailed) // like a timeout: the task runs on without its lease
-		default:
-			e = f.overrunLocked(ctxErr(f.ctx), outCancelled)
-		}
-	default:
-		f.mu.Unlock()
-		return
-	}
-	f.mu.Unlock()
-	f.publish(e)
-}
-
-// runTask runs the task, which holds a slot, on a goroutine of the limiter's own. It returns a
-// task handed to this goroutine to run next, if any.
-func (f *Future[T]) runTask(foreign bool) (next runner) {
-	l := f.l
-	f.mu.Lock()
-	f.waitTrace.End()
-	f.waitTrace, f.foreign = registry.AsyncWait{}, foreign
-	if f.timer != nil {
-		f.timer.Stop()
-		f.timer = nil
-	}
-	var refuse error
-	o := outCancelled
-	switch {
-	case f.cancelled:
-		refuse = context.Canceled
-	case f.ctx.Err() != nil:
-		refuse = ctxErr(f.ctx)
-	case l.closed.Load():
-		refuse, o = ErrClosed, outRejected
-	}
-	if refuse != nil {
-		// The slot came too late to be of use; so did its token.
-		e := f.endQueuedLocked(refuse, o)
-		f.mu.Unlock()
-		if l.rate != nil {
-			l.rate.Return(f.w.Mark())
-		}
-		next = l.releaseAndTake()
-		f.publish(e)
-		return next
-	}
-	if l.cfg.logger != nil {
-		f.at.wait = time.Since(l.epoch) - f.at.born
-	}
-	if l.cfg.fleeted() {
-		return f.runFleet() // unlocks f.mu
-	}
-	var tctx context.Context
-	if d := l.cfg.taskTimeout; d > 0 {
-		timed, cancel := context.WithTimeoutCause(f.ctx, d, ErrTaskTimeout)
-		if f.stop != nil {
-			f.stop()
-		}
-		f.stop = context.AfterFunc(timed, func() { f.onDone(timed) })
-		tctx, f.cancel = timed, cancel
+	var left bool
+	if expired {
+		left = t.l.slots.Expire(&t.w)
 	} else {
-		tctx, f.cancel = context.WithCancel(f.ctx)
-		if f.stop == nil && f.ctx.Done() != nil {
-			f.stop = context.AfterFunc(f.ctx, f.onCtxDone)
-		}
+		left = t.l.slots.Cancel(&t.w)
 	}
-	f.phase = phaseRunning
-	f.mu.Unlock()
-	return f.call(tctx)
+	if !left {
+		t.mu.Unlock()
+		return
+	}
+	t.settleUnqueuedLocked(err)
+	t.mu.Unlock()
+	t.refused(err)
 }
 
-// call runs fn under tctx and ends the task: the one place a Submitted task's function runs.
-// The deferred function tells a panic (recover returns non-nil) from runtime.Goexit (nil).
-func (f *Future[T]) call(tctx context.Context) (next runner) {
-	tctx = f.l.labels.Task(tctx, f.foreign) // loom.limiter with Labels; never another task's
-	f.mk = f.l.started()
-	normal := false
-	defer func() {
-		if !normal {
-			next = f.abort(tctx, recover())
-		}
-	}()
-	v, err := f.fn(tctx)
-	normal = true
-	return f.exit(tctx, v, err, nil, returned)
+// refuseUnqueued ends a task that never queued.
+func (t *task) refuseUnqueued(err error) {
+	t.mu.Lock()
+	t.settleUnqueuedLocked(err)
+	t.mu.Unlock()
+	t.refused(err)
 }
 
-// runFleet is runTask, from the start of the task on (f.mu held, unlocked here), for a limiter
-// whose calls the fleet must admit too: the task counts as running while it waits for the fleet,
-// so that Cancel and its ctx reach that wait, and its context — with the task timeout, if any —
-// is the permit's.
-func (f *Future[T]) runFleet() (next runner) {
-	l := f.l
-	base, cancel := context.WithCancel(f.ctx)
-	f.cancel = cancel
-	if f.stop == nil && f.ctx.Done() != nil {
-		f.stop = context.AfterFunc(f.ctx, f.onCtxDone)
+// settleUnqueuedLocked settles the result of a task that never got a slot, and stops what waited
+// with it. t.mu is held.
+func (t *task) settleUnqueuedLocked(err error) {
+	t.endWaitTrace()
+	t.phase, t.err, t.settled = phaseExited, err, true
+	if t.stop != nil {
+		t.stop()
+		t.stop = nil
 	}
-	f.phase = phaseRunning
-	f.mu.Unlock()
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+}
 
-	var zero T
-	fctx, leave, _, err := l.fleetEnter(base, f.began())
+// refused finishes and delivers a task settled with err that never got a slot.
+func (t *task) refused(err error) {
+	t.finish(&ending{how: refused, err: err, o: refusal(err)})
+	t.deliver()
+}
+
+// start begins the task on its goroutine, holding its slot: it stops what watched it in the
+// queue, refuses it if it must not run (cancelled, its ctx ended, Shutdown began), takes the
+// steps after the slot and arms the watcher of its running task. It returns the task's context,
+// or the error of a task that will not run (to end through exit).
+func (t *task) start(foreign bool) (context.Context, error) {
+	l := t.l
+	t.mu.Lock()
+	t.slotted, t.foreign = true, foreign
+	t.endWaitTrace()
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+	if t.stop != nil {
+		t.stop()
+		t.stop = nil
+	}
+	switch {
+	case t.cancelled:
+		t.mu.Unlock()
+		return nil, context.Canceled
+	case t.ctx.Err() != nil:
+		t.mu.Unlock()
+		return nil, ctxErr(t.ctx)
+	}
+	// The task's context: t.ctx, which Cancel must be able to end, as must the steps (a lost
+	// lease) and the task timeout.
+	var tctx context.Context
+	d := l.cfg.taskTimeout
+	switch {
+	case !t.watched():
+		tctx = t // only Cancel can end it: the task is its context, and no WithCancel is paid for
+	case len(l.steps) == 0 && d > 0:
+		tctx, t.cancel = context.WithTimeoutCause(t.ctx, d, ErrTaskTimeout)
+	default:
+		tctx, t.cancel = context.WithCancel(t.ctx)
+	}
+	t.phase = phaseRunning
+	t.mu.Unlock()
+
+	tctx, err := t.admitRest(tctx) // the steps, and the last look at Shutdown
 	if err != nil {
-		if lerr := base.Err(); lerr != nil {
-			err = ctxErr(f.ctx) // Cancel or the ctx ended the wait: the Future says so already
-		}
-		return f.exit(base, zero, err, nil, refused)
+		return nil, err
 	}
-	tctx := fctx
-	var stopTimer context.CancelFunc = func() {}
-	if d := l.cfg.taskTimeout; d > 0 {
-		tctx, stopTimer = context.WithTimeoutCause(fctx, d, ErrTaskTimeout)
-	}
-	f.mu.Lock()
-	f.leave = leave
-	f.cancel = func() { stopTimer(); cancel() }
-	old := f.stop
-	f.stop = context.AfterFunc(tctx, func() { f.onDone(tctx) }) // the timeout, the lease, the ctx
-	f.mu.Unlock()
-	if old != nil {
-		old()
-	}
-	return f.call(tctx)
-}
-
-// abort ends a task whose fn panicked (r != nil) or called runtime.Goexit (r == nil).
-func (f *Future[T]) abort(tctx context.Context, r any) runner {
-	var zero T
-	if r == nil {
-		return f.exit(tctx, zero, ErrGoexit, nil, goexited)
-	}
-	pe := &PanicError{Value: r, Stack: debug.Stack()}
-	return f.exit(tctx, zero, pe, pe, panicked)
-}
-
-// How fn ended, for exit.
-const (
-	returned = iota
-	panicked // recovered: the goroutine may run another task
-	goexited // the goroutine is ending: it cannot take another task
-	refused  // fn never ran: the fleet did not admit the task (err says why)
-)
-
-// exit ends a task whose fn has ended, as how says (pe: the panic): it completes the Future
-// unless that happened already (the task overran), gives the slot back, then writes the task's
-// records and publishes. Unless the goroutine is ending, it may be handed the next task, which
-// exit returns.
-func (f *Future[T]) exit(tctx context.Context, v T, err error, pe *PanicError, how int) (next runner) {
-	l := f.l
-	broken := how != returned
-	f.mu.Lock()
-	f.phase = phaseExited
-	stop, leave := f.stop, f.leave
-	f.stop, f.leave = nil, nil
-	overran := f.settled
-	var e ending
-	if !overran {
-		var zero T
-		switch {
-		case how == refused:
-			o := outRejected
-			if f.cancelled || f.ctx.Err() != nil {
-				o = outCancelled
-			}
-			e = f.endLocked(zero, err, o)
-		case !broken && context.Cause(tctx) == ErrTaskTimeout:
-			// fn returned after its time was up (the watcher had not settled the Future yet):
-			// the timeout stands, whatever fn returned.
-			e = f.endLocked(zero, ErrTaskTimeout, outTimedOut)
-		case !broken && lost(tctx) != nil:
-			e = f.endLocked(zero, lost(tctx), outFailed) // so does a lost fleet lease
-		default:
-			e = f.endLocked(v, err, ran(f.ctx, err, f.cancelled))
+	if len(l.steps) > 0 {
+		t.mu.Lock()
+		cancelled := t.cancelled
+		t.mu.Unlock()
+		if cancelled {
+			return nil, context.Canceled // Cancel came while the steps admitted the task: it never runs
 		}
 	}
-	f.mu.Unlock()
-	// Stop the watcher before cancelling tctx, so that it does not take our own cancel for news.
+	if len(l.steps) > 0 && d > 0 {
+		var stopTimer context.CancelFunc
+		tctx, stopTimer = context.WithTimeoutCause(tctx, d, ErrTaskTimeout)
+		t.mu.Lock()
+		cancel := t.cancel
+		t.cancel = func() { stopTimer(); cancel() }
+		t.mu.Unlock()
+	}
+	t.started()
+	if t.watched() {
+		t.mu.Lock()
+		if !t.settled {
+			t.stop = context.AfterFunc(tctx, func() { t.onRunningDone(tctx) })
+		}
+		t.mu.Unlock()
+	}
+	return tctx, nil
+}
+
+// launch readies a task whose caller admitted it (runTimed) to run on a goroutine of its own,
+// under the task timeout, its caller watching: nobody else sees the task yet. It returns the
+// task's context.
+func (t *task) launch(tctx context.Context) context.Context {
+	t.phase = phaseRunning
+	tctx, t.cancel = context.WithTimeoutCause(tctx, t.l.cfg.taskTimeout, ErrTaskTimeout)
+	t.started()
+	return tctx
+}
+
+// endWaitTrace ends the trace task of the wait in the queue, if one was begun. t.mu is held.
+func (t *task) endWaitTrace() {
+	if t.x != nil {
+		t.x.waitTrace.End()
+		t.x.waitTrace = registry.AsyncWait{}
+	}
+}
+
+// watched reports whether anything but Cancel (which settles the task itself) may end the
+// running task's context: its ctx, the task timeout, a step (a lost lease).
+func (t *task) watched() bool {
+	return t.ctx.Done() != nil || t.l.cfg.taskTimeout > 0 || len(t.l.steps) > 0
+}
+
+// onRunningDone runs when the running task's context ends: the task timeout, a lost lease, or the
+// caller's ctx — unless its own end did it (exit stops the watcher first) or Cancel, which
+// settled it.
+func (t *task) onRunningDone(tctx context.Context) {
+	t.mu.Lock()
+	if t.settled || t.phase != phaseRunning {
+		t.mu.Unlock()
+		return
+	}
+	o, err := t.left(tctx, false)
+	t.overrunLocked(o, err)
+	t.mu.Unlock()
+	t.l.tally(o)
+	t.deliver()
+}
+
+// overrunLocked settles the result of a task whose caller leaves while it runs on, keeping its
+// slot: it is counted now as o (by the caller), and finished without a count once done. t.mu is
+// held.
+func (t *task) overrunLocked(o outcome, err error) {
+	t.err, t.leftAs, t.settled = err, o, true
+	t.l.overrunning.Add(1) // under t.mu, so before exit can take it back
+}
+
+// cancelTask is Future.Cancel.
+func (t *task) cancelTask() {
+	t.mu.Lock()
+	if t.settled || t.cancelled {
+		t.mu.Unlock()
+		return
+	}
+	t.cancelled = true
+	switch t.phase {
+	case phaseQueued:
+		t.mu.Unlock()
+		t.leaveQueue(context.Canceled, false) // granted just now: start sees t.cancelled
+	case phaseRunning:
+		o, err := t.left(t.ctx, true)
+		t.overrunLocked(o, err)
+		cancel := t.cancel
+		if cancel == nil {
+			cancel = t.cancelOwn // the task is its context (see start)
+		}
+		t.mu.Unlock()
+		cancel()
+		t.l.tally(o)
+		t.deliver()
+	default:
+		t.mu.Unlock()
+	}
+}
+
+// exit decides how the task, whose fn has ended as h says (with err; pe: the panic) — or which
+// will not run (refused, err says why) — ends: its result, unless its caller left already (it
+// overran: counted then). It stops the watcher, and ends the task's context. tctx is the task's
+// context, nil for a task that never ran.
+func (t *task) exit(h how, err error, pe *PanicError, tctx context.Context) ending {
+	e := ending{how: h, fnErr: err, pe: pe, take: h != goexited, mark: t.w.Mark()}
+	if tctx != nil && t.l.cfg.taskTimeout > 0 {
+		e.timedOut = context.Cause(tctx) == ErrTaskTimeout // before the task's context ends (complete)
+	}
+	t.mu.Lock()
+	t.phase = phaseExited
+	stop := t.stop
+	t.stop = nil
+	if t.settled { // the caller left while it ran: counted then, and its record waited for the slot
+		e.counted, e.err, e.o = true, t.err, t.leftAs
+	} else {
+		if h == refused {
+			e.err, e.o = err, refusal(err)
+		} else {
+			t.decide(&e, t.cancelled)
+		}
+		t.err, t.settled = e.err, true
+	}
+	t.mu.Unlock()
+	// Stop the watcher before the task's context ends (complete), so that it does not take our
+	// own end for news.
 	if stop != nil {
 		stop()
 	}
-	if leave != nil {
-		leave() // the fleet's permit, once fn has returned
+	if e.counted {
+		t.l.overrunning.Add(-1)
 	}
-	if how == refused && l.rate != nil {
-		l.rate.Return(f.w.Mark()) // fn never started: its local token goes back
+	return e
+}
+
+// complete finishes the task as exit decided, delivers its result unless its caller left
+// earlier, and then ends the task's context — last, since the caller of a timed Do watches it
+// (see runTimed). It returns the queued task this goroutine runs next, if any.
+func (t *task) complete(e *ending) (next runner) {
+	next = t.finish(e)
+	if !e.counted {
+		t.deliver()
 	}
-	if l.cfg.taskTimeout > 0 || f.ctx.Done() != nil {
-		// Stop the timer, or leave the parent's list of children. A tctx with neither is
-		// garbage once fn is done; cancelling it would only cost time (Submit's throughput).
-		f.cancel()
-	}
-	if overran {
-		l.overrunning.Add(-1)
-	}
-	held := l.held()
-	if how == goexited {
-		l.release()
-	} else {
-		next = l.releaseAndTake()
-	}
-	if how != refused && l.meter != nil { // context.Cause takes tctx's lock: only when it counts
-		l.observe(f.ctx, f.mk, err, context.Cause(tctx) == ErrTaskTimeout, broken, held)
-	}
-	// The slot is free: the records about the call may be written now.
-	if !overran {
-		e.pe = pe
-		f.publish(e)
-		return next
-	}
-	if f.err == ErrTaskTimeout {
-		f.recordTimeout() // the Future completed at the timeout; its record waited for the slot
-	}
-	if pe != nil {
-		f.recordPanic(pe)
+	if t.cancel != nil && t.watched() {
+		// Stop the timer, or leave the parent's list of children. A task context with neither
+		// is garbage once fn is done; cancelling it would only cost time (Submit's throughput).
+		t.cancel()
 	}
 	return next
 }
 
-// An ending is what is left to do, outside f.mu, once a Future's result is settled.
-type ending struct {
-	o      outcome
-	record bool        // write the call's record now (false: its task still holds the slot)
-	pe     *PanicError // a panic to record first
-	stop   func() bool // the ctx watcher, if nothing else will stop it
-	timer  *time.Timer // the acquire timeout, likewise
-}
-
-// endLocked settles the Future's result as o. f.mu is held.
-func (f *Future[T]) endLocked(v T, err error, o outcome) ending {
-	f.val, f.err = v, err
-	f.settled = true
-	return ending{o: o, record: true}
-}
-
-// leaveQueueLocked takes a queued task off the queue and settles it with err, counted as o. It
-// reports false, settling nothing, when the slot was granted meanwhile: the task's goroutine then
-// sees why it must not run. f.mu is held.
-func (f *Future[T]) leaveQueueLocked(err error, o outcome) (ending, bool) {
-	if !f.l.slots.Cancel(&f.w) {
-		return ending{}, false
-	}
-	f.l.waiting.Add(-1)
-	return f.endQueuedLocked(err, o), true
-}
-
-// endQueuedLocked settles the result of a task that will never run. f.mu is held.
-func (f *Future[T]) endQueuedLocked(err error, o outcome) ending {
-	var zero T
-	f.waitTrace.End()
-	f.waitTrace = registry.AsyncWait{}
-	f.phase = phaseExited
-	e := f.endLocked(zero, err, o)
-	e.stop, e.timer = f.stop, f.timer
-	f.stop, f.timer = nil, nil
-	return e
-}
-
-// overrunLocked settles the result of a task whose fn runs on, keeping its slot: it is counted
-// now, and its record is written by exit once the slot is back. f.mu is held.
-func (f *Future[T]) overrunLocked(err error, o outcome) ending {
-	var zero T
-	f.l.overrunning.Add(1) // under f.mu, so before exit can take it back
-	e := f.endLocked(zero, err, o)
-	e.record = false
-	return e
-}
-
-// endUnqueued completes the Future of a task that never queued.
-func (f *Future[T]) endUnqueued(err error, o outcome) {
-	f.mu.Lock()
-	e := f.endQueuedLocked(err, o)
-	f.mu.Unlock()
-	f.publish(e)
-}
-
-// publish does what is left once the result is settled: stop what waited for the slot, count
-// the call (and write its records, if its slot is free), and complete the Future last, so that
-// Wait returns after both.
-func (f *Future[T]) publish(e ending) {
-	if e.stop != nil {
-		e.stop()
-	}
-	if e.timer != nil {
-		e.timer.Stop()
-	}
-	if e.pe != nil {
-		f.recordPanic(e.pe)
-	}
-	if e.record {
-		t0, t1 := f.times()
-		f.l.end(f.ctx, e.o, f.err, t0, t1)
-	} else {
-		f.l.tally(e.o)
-	}
-	f.mu.Lock()
-	f.delivered.Store(true)
-	done := f.done
-	f.mu.Unlock()
+// deliver completes the Future, once its result is settled and, unless its task overruns, the
+// call is counted and recorded: Wait returns after both.
+func (t *task) deliver() {
+	t.mu.Lock()
+	t.delivered.Store(true)
+	done := t.done
+	t.mu.Unlock()
 	if done != nil {
 		close(done)
 	}
 }
 
-// began returns when Submit was called, or the zero time if the limiter does not note it.
-func (f *Future[T]) began() time.Time {
-	if !f.l.stamp {
-		return time.Time{}
+// doneChan is Future.Done.
+func (t *task) doneChan() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done == nil {
+		if t.delivered.Load() {
+			return closedChan
+		}
+		t.done = make(chan struct{}) // made on demand: most Futures are waited for once, or late
 	}
-	return f.l.epoch.Add(f.at.born)
+	return t.done
 }
 
-// times returns when the call began and when its task started (zero times without a logger).
-func (f *Future[T]) times() (t0, t1 time.Time) {
-	if f.l.cfg.logger == nil {
-		return
-	}
-	t0 = f.began()
-	return t0, t0.Add(f.at.wait)
-}
-
-func (f *Future[T]) recordTimeout() {
-	t0, t1 := f.times()
-	f.l.recordTimeout(f.ctx, t0, t1)
-}
-
-func (f *Future[T]) recordPanic(pe *PanicError) {
-	t0, t1 := f.times()
-	f.l.recordPanic(f.ctx, pe, t0, t1)
-}
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()

@@ -31,6 +31,26 @@ func listOrders(ctx context.Context, id int) ([]Order, error) {
 	return []Order{{ID: 1}, {ID: 2}}, ctx.Err()
 }
 
+// The package at a glance: a scope forks subtasks, the first failure cancels the others, and Join
+// waits for all of them — it returns that failure, never a sibling's cancellation — so that no
+// goroutine outlives the scope. Each subtask ends Succeeded, Failed or Cancelled.
+func Example() {
+	errNotFound := errors.New("user not found")
+	s := scope.Open(context.Background())
+	defer s.Close()
+	user := scope.Fork(s, func(ctx context.Context) (string, error) { return "", errNotFound })
+	orders := scope.Fork(s, func(ctx context.Context) (int, error) {
+		<-ctx.Done() // a slow call: cancelled when the user's lookup fails
+		return 0, ctx.Err()
+	})
+	err := s.Join()
+	fmt.Println(err, errors.Is(err, errNotFound))
+	fmt.Println(user.State(), orders.State())
+	// Output:
+	// user not found true
+	// Failed Cancelled
+}
+
 // A request handler fetches the user and their orders in parallel, with a deadline for both. If
 // either fails, the other is cancelled and the first error is returned.
 func ExampleOpen_requestHandler() {
@@ -480,4 +500,28 @@ func ExampleStream_pipeline() {
 	// 5 <nil>
 	// 6 <nil>
 	// 8 <nil>
+}
+
+// ForkNamed names a subtask for package inspect's dumps, where the calls of a fan-out forked
+// from one line would otherwise look alike; the subtask is a Fork in every other way.
+func ExampleForkNamed() {
+	s := scope.Open(context.Background(), scope.WithName("profile"))
+	defer s.Close()
+	user := scope.ForkNamed(s, "user", func(context.Context) (string, error) { return "ada", nil })
+	orders := scope.ForkNamed(s, "orders", func(context.Context) (int, error) { return 3, nil })
+	if err := s.Join(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(user.Get(), orders.Get())
+	// Output: ada 3
+}
+
+// GoNamed is Go with a name, as ForkNamed is Fork.
+func ExampleScope_GoNamed() {
+	s := scope.Open(context.Background())
+	defer s.Close()
+	s.GoNamed("warm-cache", func(context.Context) error { return nil })
+	fmt.Println(s.Join())
+	// Output: <nil>
 }

@@ -24,18 +24,53 @@ func Fork[T any](s *Scope, fn func(ctx context.Context) (T, error)) *Subtask[T] 
 	if fn == nil {
 		panic("scope: Fork: nil function")
 	}
-	if s.ins.Recorded() {
-		r := &recordedSubtask[T]{Subtask: Subtask[T]{fn: fn}}
-		if s.admit(r) {
-			go r.start(s)
-		}
-		return &r.Subtask
-	}
-	st := &Subtask[T]{fn: fn}
+	l := new(launch[Subtask[T]])
+	st := &l.sub
+	st.fn, st.s = fn, s
 	if s.admit(st) {
-		go st.start(s)
+		l.goStart(st)
 	}
 	return st
+}
+
+// ForkNamed is [Fork] with a name for the subtask, which package inspect's dumps and page show
+// beside its fork order and site: "user", "orders", "avatar" tell the calls of a fan-out apart
+// where their sites are one line of a loop. Names are for people: keep them few and constant (they
+// are kept once each for the process, like the program's code; past 65,535 distinct names a fork's
+// name is not shown). A scope that is not recorded ignores the name, at no cost.
+func ForkNamed[T any](s *Scope, name string, fn func(ctx context.Context) (T, error)) *Subtask[T] {
+	s.mustBeOpen()
+	if fn == nil {
+		panic("scope: ForkNamed: nil function")
+	}
+	l := new(launch[Subtask[T]])
+	st := &l.sub
+	st.fn, st.s = fn, s
+	if s.ins.Recorded() {
+		st.rec.Name(name)
+	}
+	if s.admit(st) {
+		l.goStart(st)
+	}
+	return st
+}
+
+// GoNamed is [Scope.Go] with a name for the subtask, as [ForkNamed] is Fork.
+func (s *Scope) GoNamed(name string, fn func(ctx context.Context) error) *Subtask[struct{}] {
+	s.mustBeOpen()
+	if fn == nil {
+		panic("scope: GoNamed: nil function")
+	}
+	l := new(launch[goTask])
+	gt := &l.sub
+	gt.fn, gt.s = fn, s
+	if s.ins.Recorded() {
+		gt.rec.Name(name)
+	}
+	if s.admit(gt) {
+		l.goStart(gt)
+	}
+	return &gt.Subtask
 }
 
 // Go is [Fork] for a function that returns only an error, shaped like errgroup's Go to ease
@@ -46,16 +81,11 @@ func (s *Scope) Go(fn func(ctx context.Context) error) *Subtask[struct{}] {
 	if fn == nil {
 		panic("scope: Go: nil function")
 	}
-	if s.ins.Recorded() {
-		r := &recordedGo{goTask: goTask{fn: fn}}
-		if s.admit(r) {
-			go r.start(s)
-		}
-		return &r.Subtask
-	}
-	gt := &goTask{fn: fn}
+	l := new(launch[goTask])
+	gt := &l.sub
+	gt.fn, gt.s = fn, s
 	if s.admit(gt) {
-		go gt.start(s)
+		l.goStart(gt)
 	}
 	return &gt.Subtask
 }
@@ -70,21 +100,15 @@ func TryFork[T any](s *Scope, fn func(ctx context.Context) (T, error)) (*Subtask
 	if fn == nil {
 		panic("scope: TryFork: nil function")
 	}
-	var st *Subtask[T]
-	var t subtask
-	if s.ins.Recorded() {
-		r := &recordedSubtask[T]{Subtask: Subtask[T]{fn: fn}}
-		st, t = &r.Subtask, r
-	} else {
-		st = &Subtask[T]{fn: fn}
-		t = st
-	}
-	start, forked := s.tryAdmit(t)
+	l := new(launch[Subtask[T]])
+	st := &l.sub
+	st.fn, st.s = fn, s
+	start, forked := s.tryAdmit(st)
 	if !forked {
 		return nil, false
 	}
 	if start {
-		go run(s, t)
+		l.goStart(st)
 	}
 	return st, true
 }
@@ -96,15 +120,12 @@ func (s *Scope) TryGo(fn func(ctx context.Context) error) bool {
 	if fn == nil {
 		panic("scope: TryGo: nil function")
 	}
-	var t subtask
-	if s.ins.Recorded() {
-		t = &recordedGo{goTask: goTask{fn: fn}}
-	} else {
-		t = &goTask{fn: fn}
-	}
-	start, forked := s.tryAdmit(t)
+	l := new(launch[goTask])
+	gt := &l.sub
+	gt.fn, gt.s = fn, s
+	start, forked := s.tryAdmit(gt)
 	if start {
-		go run(s, t)
+		l.goStart(gt)
 	}
 	return forked
 }
@@ -113,28 +134,43 @@ func (s *Scope) TryGo(fn func(ctx context.Context) error) bool {
 // settles it as Failed (OnFork's error) or Cancelled, or hands it to the goroutine that frees a
 // slot, and returns false. A limited scope's fork waits for a slot.
 func (s *Scope) admit(t subtask) bool {
-	if s.slots == nil {
-		if _, ok := s.policy.(custom); !ok {
-			return s.count(t)
-		}
+	if !s.plain {
+		return s.admitSlow(t)
 	}
-	return s.admitSlow(t)
+	// Count first, check after: one atomic operation on the common path.
+	if f := s.state.Add(1); f&(flagJoined|flagClosed|flagCancelled) == 0 && (!s.outside || s.ctx.Err() == nil) {
+		if s.ins != nil {
+			s.ins.Fork(t.node()) // before anyone can start it
+		}
+		return true
+	}
+	return s.counted(t, false)
 }
 
 // count counts a fork in, or refuses it if the scope is joined, closed or cancelled. Count first,
-// check after: one atomic operation on the common path.
-func (s *Scope) count(t subtask) bool {
-	if f := s.state.Add(1); f&(flagJoined|flagClosed|flagCancelled) != 0 || s.ctx.Err() != nil {
+// check after: one atomic operation on the common path. blocked says that the fork waits for a
+// slot of the limit, and is recorded as blocked until it has one (see Scope.takeNext).
+func (s *Scope) count(t subtask, blocked bool) bool {
+	s.state.Add(1)
+	return s.counted(t, blocked)
+}
+
+// counted is count once the fork is counted in.
+func (s *Scope) counted(t subtask, blocked bool) bool {
+	if f := s.state.Load(); f&(flagJoined|flagClosed) != 0 || s.ended() {
 		s.done()
 		if f&(flagJoined|flagClosed) != 0 {
 			panic(forkAfter(f))
 		}
-		s.ended()
-		s.refuse(t, s.rec.cancelled)
+		s.refuse(t, s.cancelledOutcome())
 		return false
 	}
-	if s.ins.Recorded() {
-		s.ins.Fork(t.node(), t.forked()) // before anyone can start it (a blocked fork's taker too)
+	switch {
+	case !s.ins.Recorded():
+	case blocked:
+		s.ins.ForkBlocked(t.node()) // before anyone can take it over
+	default:
+		s.ins.Fork(t.node()) // before anyone can start it
 	}
 	return true
 }
@@ -145,19 +181,19 @@ func (s *Scope) refuse(t subtask, o *outcome) {
 	s.ins.Refuse(registry.Outcome(o.state))
 }
 
-// admitSlow is admit with a custom Joiner's OnFork or a WithLimit slot to get first.
+// admitSlow is admit with the policy to ask (a Joiner's OnFork) or a WithLimit slot to get first.
 func (s *Scope) admitSlow(t subtask) bool {
 	if f := s.state.Load(); f&(flagJoined|flagClosed) != 0 {
 		panic(forkAfter(f))
 	}
-	if !s.onFork(t) {
+	if !s.asked(t) {
 		return false
 	}
 	if s.slots == nil {
-		return s.count(t)
+		return s.count(t, false)
 	}
 	if s.slots.TryAcquire(1) {
-		if !s.count(t) {
+		if !s.count(t, false) {
 			s.slots.Release(1)
 			return false
 		}
@@ -165,15 +201,16 @@ func (s *Scope) admitSlow(t subtask) bool {
 	}
 	// Wait for a slot, counted in already: Join waits for us (our caller is the owner, not in
 	// Join, or a subtask, counted itself).
-	if !s.count(t) {
+	if !s.count(t, true) {
 		return false
 	}
-	s.ins.Blocked(1)
 	taken, err := s.slots.AcquireFor(s.ctx, 1, t)
-	s.ins.Blocked(-1)
+	if taken {
+		return false // a finishing subtask's goroutine unblocks and runs it (see takeNext)
+	}
+	// The slot came to us, or the wait failed: the fork is ours to unblock, before it starts.
+	s.ins.Unblock()
 	switch {
-	case taken:
-		return false // a finishing subtask's goroutine runs it (see finish)
 	case err == nil && !s.ended():
 		return true
 	case err == nil:
@@ -188,16 +225,15 @@ func (s *Scope) admitSlow(t subtask) bool {
 // unstarted settles a fork that was counted in but never started — cancelled while it waited for
 // a slot, or as its slot was handed to it — and counts it out.
 func (s *Scope) unstarted(t subtask) {
-	t.settle(s.rec.cancelled)
-	s.ins.Done(t.node(), registry.Cancelled) // forked (count), never entered
-	t.completed()
+	t.settle(s.cancelledOutcome())
+	s.ins.Done(registry.Running{}, registry.Cancelled) // forked (count), never entered
 	s.done()
 }
 
 // tryAdmit is admit for TryFork and TryGo: forked is false when a limited scope has no free
 // slot, in which case nothing happened. A cancelled scope forks (a Cancelled subtask), like Fork.
 func (s *Scope) tryAdmit(t subtask) (start, forked bool) {
-	if s.slots == nil || s.ctx.Err() != nil {
+	if s.slots == nil || s.ended() {
 		return s.admit(t), true // never waits: a cancelled scope refuses at once
 	}
 	if f := s.state.Load(); f&(flagJoined|flagClosed) != 0 {
@@ -206,37 +242,29 @@ func (s *Scope) tryAdmit(t subtask) (start, forked bool) {
 	if !s.slots.TryAcquire(1) {
 		return false, false
 	}
-	if !s.onFork(t) || !s.count(t) {
+	if !s.asked(t) || !s.count(t, false) {
 		s.slots.Release(1)
 		return false, true
 	}
 	return true, true
 }
 
-// onFork asks a custom Joiner about a fork and reports whether the fork goes on; when it does
-// not, the subtask is settled: Failed with OnFork's error (or its panic), or Cancelled.
-func (s *Scope) onFork(t subtask) bool {
-	p, ok := s.policy.(custom)
-	if !ok {
+// asked asks the policy about a fork, if it asks about forks (a Joiner's OnFork), and reports
+// whether the fork goes on. When it does not, the subtask is settled as any completion is, by
+// complete — Failed with OnFork's error or its panic, handed to the policy; Cancelled if the scope
+// was cancelled, whatever OnFork said — and its fork is recorded as one that never ran.
+func (s *Scope) asked(t subtask) bool {
+	if !s.tr.forks {
 		return true
 	}
 	// Runs on the forking goroutine: the owner, which is not in Join, or a subtask, which is
-	// counted, so Join cannot finish meanwhile.
-	pe, err := s.ask(func() error { return p.j.OnFork(t.task()) })
-	switch {
-	case pe != nil:
-		// The Joiner failed like a subtask that panics: Failed, kept, the scope cancelled.
-		s.refuse(t, &outcome{state: Failed, err: pe})
-		s.panicked(t, pe)
-		return false
-	case err == nil:
+	// counted, so Join cannot finish meanwhile (Map's workers: Map joins after them).
+	pe, err := s.ask(func() error { return s.policy.onFork(t.task()) })
+	if pe == nil && err == nil {
 		return true
-	case s.ended():
-		s.refuse(t, s.rec.cancelled)
-	default:
-		s.refuse(t, &outcome{state: Failed, err: err})
-		s.failed(t, err)
 	}
+	o := s.complete(t, err, pe)
+	s.ins.Refuse(registry.Outcome(o.state))
 	return false
 }
 
@@ -270,6 +298,7 @@ func (s *Scope) takeNext() subtask {
 			return nil
 		}
 		t := owner.(subtask)
+		s.ins.Unblock() // the blocked fork has its slot: it is not blocked from now on
 		if !s.ended() {
 			return t
 		}

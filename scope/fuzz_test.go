@@ -45,6 +45,9 @@ func FuzzScope(f *testing.F) {
 		{0, 0, 15, 1, 6},
 		{1, 1, 15, 5, 7, 6, 16},
 		{4, 4, 15, 3},
+		{4, 18, 5, 8, 8, 7, 6}, // OnTimeout: the deadline, then the parent, while a stubborn one runs
+		{4, 18, 5, 7, 8, 8, 6}, // the parent, then the deadline: not a timeout
+		{4, 18, 3, 8, 8, 6, 0}, // OnTimeout with a watcher
 	} {
 		f.Add(seed)
 	}
@@ -100,6 +103,7 @@ type scenario struct {
 	parent         context.Context
 	cancelParent   context.CancelCauseFunc
 	rec            *recorder
+	onTimeout      *timeoutRecorder // rec with OnTimeout, when the flags ask for it
 	predCalls      atomic.Int32
 	live           atomic.Int32
 
@@ -142,7 +146,12 @@ func runScenario(t *testing.T, data []byte) {
 		sc.rec = newRecorder()
 		sc.rec.cancelOn = stops
 		sc.rec.result = errResult
-		opts = append(opts, scope.WithJoiner(sc.rec))
+		if flags&16 != 0 { // a Joiner that decides its own deadline
+			sc.onTimeout = &timeoutRecorder{recorder: sc.rec}
+			opts = append(opts, scope.WithJoiner(sc.onTimeout))
+		} else {
+			opts = append(opts, scope.WithJoiner(sc.rec))
+		}
 	}
 	if sc.panicsAsErrors {
 		opts = append(opts, scope.PanicsAsErrors())
@@ -162,6 +171,25 @@ func runScenario(t *testing.T, data []byte) {
 		synctest.Wait()
 	}
 	sc.finish()
+}
+
+// timeoutRecorder is a recorder that also decides the scope's own deadline.
+type timeoutRecorder struct {
+	*recorder
+	timeouts atomic.Int32
+}
+
+var errOnTimeout = errors.New("OnTimeout's result")
+
+func (r *timeoutRecorder) OnTimeout() error {
+	r.timeouts.Add(1)
+	return errOnTimeout
+}
+
+// asksOnTimeout reports whether the model's Join asks OnTimeout: the scope's own deadline ended
+// it from outside before anything else did.
+func (sc *scenario) asksOnTimeout() bool {
+	return sc.onTimeout != nil && sc.reason == "outside" && sc.cause == scope.ErrTimeout
 }
 
 // stops is the CancelWhen predicate and the custom Joiner's OnComplete answer: successes with a
@@ -547,8 +575,10 @@ func (sc *scenario) checkSubtasks() {
 func (sc *scenario) checkJoinError(err error) {
 	t := sc.t
 	var want []error
-	switch sc.reason {
-	case "outside", "closed":
+	switch {
+	case sc.asksOnTimeout():
+		want = append(want, errOnTimeout)
+	case sc.reason == "outside" || sc.reason == "closed":
 		want = append(want, sc.cause)
 		for _, i := range sc.failures {
 			want = append(want, sc.failure(i))
@@ -636,6 +666,15 @@ func (sc *scenario) checkJoiner(repanicked bool) {
 		}
 		if got := r.results.Load(); got != wantResult {
 			t.Fatalf("Result called %d times, want %d (reason %q)", got, wantResult, sc.reason)
+		}
+		if sc.onTimeout != nil {
+			want := int32(0)
+			if sc.asksOnTimeout() && !repanicked && (sc.first < 0 || sc.panicsAsErrors) {
+				want = 1
+			}
+			if got := sc.onTimeout.timeouts.Load(); got != want {
+				t.Fatalf("OnTimeout called %d times, want %d (reason %q, cause %v)", got, want, sc.reason, sc.cause)
+			}
 		}
 	}
 }

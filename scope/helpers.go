@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-
-	"github.com/goloom/loom/internal/registry"
 )
 
 // All runs every function in its own subtask of a fail-fast scope opened on ctx and returns their
@@ -53,10 +51,11 @@ func Race[T any](ctx context.Context, fns ...func(context.Context) (T, error)) (
 // in fn re-panics on the caller's goroutine as a [*PanicError] (or is an error with
 // [PanicsAsErrors]).
 //
-// Except with a custom [Joiner], Map runs its calls on a set of worker goroutines — n of them with
-// WithLimit(n), one per element without — instead of one goroutine per element; each call is
-// still a subtask in every other respect (outcome, policy, cancellation, panics): it ends through
-// the same step as a forked subtask.
+// Map runs its calls on worker goroutines — n of them with WithLimit(n), one per element without
+// — that take the elements in input order; each call is a subtask in every respect (outcome,
+// policy, cancellation, panics, runtime.Goexit) and runs through the same steps as a forked one.
+// Once the scope is cancelled, the calls not started yet are not started. With a custom [Joiner],
+// OnFork is asked about each call by the worker about to run it, so calls may be concurrent.
 func Map[In, Out any](ctx context.Context, in []In, fn func(context.Context, In) (Out, error), opts ...Option) ([]Out, error) {
 	if fn == nil {
 		panic("scope: Map: nil function")
@@ -70,30 +69,11 @@ func mapOver[In, Out any](ctx context.Context, in []In, fn func(context.Context,
 	s := Open(ctx, opts...)
 	defer s.Close()
 	out := make([]Out, len(in))
-	if _, ok := s.policy.(custom); ok {
-		// A Joiner sees every fork on the forking goroutine, in input order: fork one by one.
-		sts := make([]*Subtask[Out], len(in))
-		for i := range in {
-			sts[i] = Fork(s, func(ctx context.Context) (Out, error) { return fn(ctx, in[i]) })
-		}
-		if err := s.Join(); err != nil {
-			return nil, err
-		}
-		for i, st := range sts {
-			if st.State() == Succeeded {
-				out[i] = st.val
-			}
-		}
-		return out, nil
-	}
 	workers := len(in)
 	if s.slots != nil && int(s.slots.Capacity()) < workers {
 		workers = int(s.slots.Capacity())
 	}
-	m := &mapper[In, Out]{s: s, fn: fn, in: in, out: out, looks: s.policy.traits().looks, callsAreIn: callsAreIn}
-	if s.ins.Recorded() {
-		m.nodes = make([]registry.Task, len(in)) // one allocation per Map, only when inspected
-	}
+	m := &mapper[In, Out]{s: s, fn: fn, in: in, out: out, looks: s.tr.looks, callsAreIn: callsAreIn}
 	m.wg.Add(workers)
 	for range workers {
 		go m.work()
@@ -105,117 +85,83 @@ func mapOver[In, Out any](ctx context.Context, in []In, fn func(context.Context,
 	return out, nil
 }
 
-// mapper runs Map's calls on worker goroutines. Each call is a subtask without a Subtask or a
-// goroutine of its own: not run once the scope is cancelled, and ended through Scope.complete
-// like a forked subtask. The workers are the scope's goroutines: Map waits for them before Join.
+// mapper runs Map's calls on worker goroutines. Its workers are the scope's goroutines, not
+// counted in it: Map waits for them (wg) before Join.
 type mapper[In, Out any] struct {
 	s     *Scope
 	fn    func(context.Context, In) (Out, error)
 	in    []In
 	out   []Out
-	looks bool // the policy looks at subtasks: each call is handed to it as one
-	wg    sync.WaitGroup
-	next  atomic.Int64 // the next element to take
-	// nodes are the calls' places in the scope's inspection record, made only when it is
-	// recorded; callsAreIn says the elements are the functions forked (All), for their sites.
-	nodes      []registry.Task
+	wg    sync.WaitGroup // the workers
+	next  atomic.Int64   // the next element to take
+	looks bool           // the policy looks at subtasks: each call needs its own (see take)
+	// callsAreIn says the elements are the functions forked (All), for their sites.
 	callsAreIn bool
 }
 
-func (m *mapper[In, Out]) work() {
-	normal := false
-	defer func() {
-		if !normal && m.next.Load() < int64(len(m.in)) {
-			// A call ran runtime.Goexit, which ends this goroutine: another takes over the rest.
-			m.wg.Add(1)
-			go m.work()
-		}
-		m.wg.Done()
-	}()
-	for m.run() {
-	}
-	normal = true
-}
+func (m *mapper[In, Out]) work() { run(m.s, m.take(nil)) }
 
-// run takes elements until none is left or the scope is cancelled. One deferred function covers
-// the whole loop; after a panic, run returns true to be called again.
-func (m *mapper[In, Out]) run() (again bool) {
-	s, n := m.s, int64(len(m.in))
-	returned := false
-	var node *registry.Task // the call running, in the inspection record
-	var region registry.Region
-	defer func() {
-		if returned {
-			return
-		}
-		var zero Out
-		if r := recover(); r != nil {
-			m.left(node, s.complete(m.call(zero), nil, newPanicError(r)), region)
-			again = true
-			return
-		}
-		// The goroutine ends: work starts another.
-		m.left(node, s.complete(m.call(zero), ErrGoexit, nil), region)
-	}()
-	fresh := true // no check of the scope since the last call returned
+// take returns the call of the next element for a worker that has run prev (nil for its first),
+// or nil once no element is left or the scope is cancelled — then the worker is done. Taking an
+// element is its fork: the policy is asked about it, and it is recorded. A worker reuses its call
+// unless the policy looks at subtasks (and may keep them): then each element has one of its own.
+func (m *mapper[In, Out]) take(prev *mapCall[In, Out]) subtask {
+	s := m.s
+	// A success that the policy does not hear changed nothing, and complete found the scope not
+	// cancelled just before it: that look serves as this fork's, which is linearized with it.
+	looked := prev != nil && prev.succeeded && !s.tr.hears
 	for {
 		k := m.next.Add(1) - 1
-		if k >= n {
-			break
+		if k >= int64(len(m.in)) || !looked && s.ended() {
+			m.wg.Done()
+			return nil
 		}
-		if fresh && s.ended() {
-			break // forked after cancellation: Cancelled, fn never runs
+		looked = false
+		c := prev
+		if c == nil || m.looks {
+			c = &mapCall[In, Out]{m: m}
 		}
-		i := int(k)
-		if s.ins != nil {
-			node, region = m.enter(i)
+		c.i = int(k)
+		if s.tr.forks && !s.asked(c) {
+			continue // refused by OnFork, and settled
 		}
-		v, err := m.fn(s.ctx, m.in[i])
-		o := s.complete(m.call(v), err, nil)
-		m.left(node, o, region)
-		node = nil
-		if o.state == Cancelled {
-			break // completed after cancellation: discarded, and so is the rest
+		if s.ins.Recorded() {
+			s.ins.ForkAt(&c.rec, k+1) // a reused call's record is free again: Done came first
 		}
-		if o.state == Succeeded {
-			m.out[i] = v
-		}
-		// complete's look at the scope also serves as the next element's fork check, unless the
-		// policy may have acted on this completion.
-		fresh = o.state == Failed || s.hears
-	}
-	returned = true
-	return false
-}
-
-// enter puts call i in the scope's inspection record, as a fork and a start on this goroutine.
-func (m *mapper[In, Out]) enter(i int) (*registry.Task, registry.Region) {
-	s := m.s
-	if m.nodes == nil {
-		return nil, s.ins.Enter(nil) // labels and trace only
-	}
-	node := &m.nodes[i]
-	var site any = m.fn
-	if m.callsAreIn {
-		site = m.in[i]
-	}
-	s.ins.ForkAt(node, int64(i)+1, site)
-	return node, s.ins.Enter(node)
-}
-
-// left takes a call that has completed off the inspection record.
-func (m *mapper[In, Out]) left(node *registry.Task, o *outcome, region registry.Region) {
-	if m.s.ins != nil {
-		m.s.ins.Done(node, registry.Outcome(o.state))
-		region.End()
+		return c
 	}
 }
 
-// call makes a call of Map a Task for a policy that looks at subtasks (CancelWhen); complete
-// settles it. The others only need the error: no allocation for them.
-func (m *mapper[In, Out]) call(v Out) call {
-	if !m.looks {
-		return nil
+// A mapCall is one call of Map, as a subtask run by a worker: its outcome is its element's
+// result. A worker's call is reused for its next element when the policy does not look at
+// subtasks; then nothing reads its state, and settle does not keep it.
+type mapCall[In, Out any] struct {
+	Subtask[Out]
+	m         *mapper[In, Out]
+	i         int  // the element
+	succeeded bool // the last outcome settled
+}
+
+func (c *mapCall[In, Out]) invoke(ctx context.Context) (err error) {
+	c.val, err = c.m.fn(ctx, c.m.in[c.i])
+	return err
+}
+
+// settle keeps a success's value in its element's place.
+func (c *mapCall[In, Out]) settle(o *outcome) {
+	if c.m.looks {
+		c.res.Store(o) // the policy may keep the call as a Task, and read it
 	}
-	return &Subtask[Out]{val: v}
+	if c.succeeded = o.state == Succeeded; c.succeeded {
+		c.m.out[c.i] = c.val
+	}
+}
+
+func (c *mapCall[In, Out]) after(*Scope) subtask { return c.m.take(c) }
+
+func (c *mapCall[In, Out]) forked() any {
+	if c.m.callsAreIn {
+		return c.m.in[c.i]
+	}
+	return c.m.fn
 }

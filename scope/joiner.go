@@ -2,13 +2,15 @@ package scope
 
 // A Joiner decides when a scope is done and what Join returns: the policy of a scope, Java's
 // StructuredTaskScope.Joiner. Install one with [WithJoiner]. The built-in policies ([FailFast],
-// [AwaitAll], [FirstSuccess], [CancelWhen]) follow the same rules through the same internal
-// interface, without the calls a success does not need.
+// [AwaitAll], [FirstSuccess], [CancelWhen]) are asked the same things at the same points, through
+// the same internal interface; they only say which questions they need (a success, a fork).
 //
 // OnFork runs on the forking goroutine for every Fork, before the subtask starts (its state is
-// then Running), also when the scope is already cancelled. When it returns an error the function
-// never runs and the subtask is Failed with that error and handed to OnComplete like any
-// completion; on a cancelled scope the subtask is Cancelled whatever OnFork returns.
+// then Running), also when the scope is already cancelled; in [Map], on the worker about to run the
+// call, for each call it runs. Forks from subtasks and Map's workers make concurrent calls
+// possible. When it returns an error the function never runs and the subtask is Failed with that
+// error and handed to OnComplete like any completion; on a cancelled scope the subtask is
+// Cancelled whatever OnFork returns.
 //
 // OnComplete runs exactly once for each subtask that completes (Succeeded or Failed) before the
 // scope is cancelled, on that subtask's goroutine, so calls may be concurrent; it never runs for a
@@ -28,7 +30,9 @@ package scope
 // scope's [WithTimeout] deadline ends it before the Joiner decided, Join calls OnTimeout once,
 // after every subtask has returned, instead of returning [ErrTimeout], and returns what it
 // returns; subtasks that completed before the deadline keep their results, so OnTimeout can return
-// what it has. A panic in OnTimeout is a *PanicError like one in Result.
+// what it has. What came first in time decides: a deadline that passed before the parent's
+// cancellation is a timeout, even when a subtask returns only after both. A panic in OnTimeout is
+// a *PanicError like one in Result.
 //
 // A Joiner holds the state of one scope: give each scope a fresh one.
 type Joiner interface {
@@ -65,7 +69,7 @@ func CancelWhen(pred func(Task) bool) Option {
 	if pred == nil {
 		panic("scope: CancelWhen: nil predicate")
 	}
-	return func(c *config) { c.policy = cancelWhen{pred} }
+	return func(c *config) { c.policy = cancelWhen{pred: pred} }
 }
 
 // WithJoiner makes j the scope's policy; see [Joiner] for when each method is called. It panics at

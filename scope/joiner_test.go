@@ -533,6 +533,51 @@ func TestJoinerOnTimeout(t *testing.T) {
 			assert.Zero(t, p.timeouts.Load())
 		})
 	})
+	// Regression (issue 21): the end was told from the parent's state when it was recorded — by
+	// the first subtask to return — not from which came first, so a parent cancelled after the
+	// deadline, while a subtask ran on, made the timeout the parent's end.
+	t.Run("the deadline came first, the parent's end later", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := &partial{}
+			parent, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			s := scope.Open(parent, scope.WithJoiner(p), scope.WithTimeout(time.Second))
+			defer s.Close()
+			scope.Fork(s, sleeper(3*time.Second, 1, nil)) // ignores its context
+			time.AfterFunc(2*time.Second, cancel)
+			require.Equal(t, errPartial, s.Join(), "what came first decides: the deadline, so OnTimeout")
+			assert.Equal(t, int32(1), p.timeouts.Load())
+			assert.Zero(t, p.results.Load())
+			assert.ErrorIs(t, context.Cause(s.Context()), scope.ErrTimeout)
+		})
+	})
+	t.Run("the parent's end came first, the deadline later", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := &partial{}
+			parent, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			s := scope.Open(parent, scope.WithJoiner(p), scope.WithTimeout(2*time.Second))
+			defer s.Close()
+			scope.Fork(s, sleeper(3*time.Second, 1, nil))
+			time.AfterFunc(time.Second, cancel)
+			err := s.Join()
+			require.ErrorIs(t, err, context.Canceled)
+			assert.NotErrorIs(t, err, scope.ErrTimeout)
+			assert.Zero(t, p.timeouts.Load())
+		})
+	})
+	t.Run("our deadline before a parent scope's timeout", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			outer := scope.Open(t.Context(), scope.WithTimeout(2*time.Second))
+			defer outer.Close()
+			p := &partial{}
+			inner := scope.Open(outer.Context(), scope.WithJoiner(p), scope.WithTimeout(time.Second))
+			defer inner.Close()
+			scope.Fork(inner, sleeper(3*time.Second, 1, nil))
+			require.Equal(t, errPartial, inner.Join(), "both causes are ErrTimeout; ours came first")
+			assert.Equal(t, int32(1), p.timeouts.Load())
+		})
+	})
 	t.Run("without OnTimeout Join returns ErrTimeout", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			r := newRecorder()

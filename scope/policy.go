@@ -1,37 +1,64 @@
 package scope
 
-import "context"
+import (
+	"context"
+
+	"github.com/goloom/loom/internal/registry"
+)
 
 // A policy decides when a scope is done and what Join returns. The built-in policies and a custom
-// Joiner are all one of these; the scope asks it in two places only: when a subtask completes
-// before the scope was cancelled (decide) and when Join computes its result (result).
+// Joiner are all one of these, and the scope asks every one of them the same things at the same
+// points: before a fork runs (onFork, when its traits say it wants to hear of forks), when a
+// subtask completes before the scope was cancelled (decide), when Join computes its result
+// (result), and when the scope's own deadline ended it (onTimeout). Nothing in the scope looks
+// at which policy it has.
 type policy interface {
+	// onFork is told of a fork before its function runs, on the forking goroutine; an error
+	// refuses the fork (the subtask is Failed with it). Called only if traits().forks.
+	onFork(t Task) error
 	// decide is told of a subtask that completed before the scope was cancelled — a failure
 	// (err != nil; a panic included) or, if the policy hears successes, a success — and reports
 	// whether that ends the scope. It runs on the subtask's goroutine with no lock held, possibly
-	// concurrently with other calls. t is nil unless the policy looks at subtasks.
+	// concurrently with other calls. t is the subtask; a policy that does not look at subtasks
+	// (traits().looks false) may be given one that is reused afterwards, and must not keep it.
 	decide(s *Scope, t Task, err error) (end bool)
 	// result is what Join returns when the scope did not end from outside. It runs once, on the
 	// owner's goroutine, after every subtask has returned.
 	result(s *Scope) error
+	// onTimeout, when it is not nil, is what Join returns instead of ErrTimeout when the scope's
+	// own deadline ended it (a Joiner's OnTimeout).
+	onTimeout() func() error
 	// traits say what the scope must tell the policy; fixed for the policy's life.
 	traits() traits
-	// String names the policy, as inspect shows it.
-	String() string
 }
 
-// traits say what a policy needs to hear, so that the common completion costs it nothing.
+// traits say what a policy needs to hear, so that the common fork and completion cost it nothing,
+// and what a dump calls it.
 type traits struct {
-	hears bool // decide is told of successes too, not only failures
-	looks bool // decide looks at the subtask: Map must give it one
+	hears bool            // decide is told of successes too, not only failures
+	looks bool            // decide looks at the subtask (and may keep it): each call needs a Task of its own
+	forks bool            // onFork is asked about every fork
+	name  registry.Policy // as package inspect names it
 }
+
+// noForks and noTimeout are the built-in policies' onFork and onTimeout: they never refuse a fork
+// and never decide a timeout.
+type (
+	noForks   struct{}
+	noTimeout struct{}
+)
+
+func (noForks) onFork(Task) error         { return nil }
+func (noTimeout) onTimeout() func() error { return nil }
 
 // failFast: the first failure ends the scope and is Join's error.
-type failFast struct{}
+type failFast struct {
+	noForks
+	noTimeout
+}
 
 func (failFast) decide(_ *Scope, _ Task, err error) bool { return err != nil }
-func (failFast) traits() traits                          { return traits{} }
-func (failFast) String() string                          { return "FailFast" }
+func (failFast) traits() traits                          { return traits{name: registry.FailFast} }
 
 func (failFast) result(s *Scope) error {
 	if rec := s.rec; rec != nil && rec.reason.decides() {
@@ -41,11 +68,13 @@ func (failFast) result(s *Scope) error {
 }
 
 // awaitAll never ends the scope; Join's error joins every failure.
-type awaitAll struct{}
+type awaitAll struct {
+	noForks
+	noTimeout
+}
 
 func (awaitAll) decide(*Scope, Task, error) bool { return false }
-func (awaitAll) traits() traits                  { return traits{} }
-func (awaitAll) String() string                  { return "AwaitAll" }
+func (awaitAll) traits() traits                  { return traits{name: registry.AwaitAll} }
 
 func (awaitAll) result(s *Scope) error {
 	if s.rec == nil {
@@ -56,10 +85,12 @@ func (awaitAll) result(s *Scope) error {
 
 // firstSuccess: the first success ends the scope (and is Race's winner); failures only count
 // when nothing succeeds.
-type firstSuccess struct{}
+type firstSuccess struct {
+	noForks
+	noTimeout
+}
 
-func (firstSuccess) traits() traits { return traits{hears: true} }
-func (firstSuccess) String() string { return "FirstSuccess" }
+func (firstSuccess) traits() traits { return traits{hears: true, name: registry.FirstSuccess} }
 
 func (firstSuccess) decide(s *Scope, t Task, err error) bool {
 	if err != nil {
@@ -84,21 +115,36 @@ func (firstSuccess) result(s *Scope) error {
 }
 
 // cancelWhen ends the scope when pred holds for a completed subtask; Join returns nil.
-type cancelWhen struct{ pred func(Task) bool }
+type cancelWhen struct {
+	noForks
+	noTimeout
+	pred func(Task) bool
+}
 
 func (p cancelWhen) decide(_ *Scope, t Task, _ error) bool { return p.pred(t) }
 func (cancelWhen) result(*Scope) error                     { return nil }
-func (cancelWhen) traits() traits                          { return traits{hears: true, looks: true} }
-func (cancelWhen) String() string                          { return "CancelWhen" }
 
-// custom is a Joiner: OnComplete decides, Result is Join's error. OnFork and OnTimeout are asked
-// by the scope directly (see admitSlow and outcome).
+func (cancelWhen) traits() traits {
+	return traits{hears: true, looks: true, name: registry.CancelWhen}
+}
+
+// custom is a Joiner: every one of its methods is one of the policy's.
 type custom struct{ j Joiner }
 
+func (p custom) onFork(t Task) error                   { return p.j.OnFork(t) }
 func (p custom) decide(_ *Scope, t Task, _ error) bool { return p.j.OnComplete(t) }
 func (p custom) result(*Scope) error                   { return p.j.Result() }
-func (custom) traits() traits                          { return traits{hears: true, looks: true} }
-func (custom) String() string                          { return "Joiner" }
+
+func (p custom) onTimeout() func() error {
+	if tj, ok := p.j.(timeoutJoiner); ok {
+		return tj.OnTimeout
+	}
+	return nil
+}
+
+func (custom) traits() traits {
+	return traits{hears: true, looks: true, forks: true, name: registry.Joiner}
+}
 
 // endCause is the cancellation cause of a decision on a completion that returned err: the
 // failure itself, or context.Canceled for a success.

@@ -60,7 +60,9 @@ type Scope struct {
 	ctx            context.Context
 	cancel         context.CancelCauseFunc
 	policy         policy          // never nil: failFast{} unless an option chose another
-	hears          bool            // the policy hears successes (its traits), cached for the hot path
+	tr             traits          // the policy's, cached for the hot paths
+	plain          bool            // no limit and no policy to ask: a fork is only counted in
+	outside        bool            // the parent can be done, or there is a deadline: see ended
 	panicsAsErrors bool            // PanicsAsErrors
 	slots          *sema.Sema      // WithLimit's slots; nil without a limit
 	opts           *settings       // the rarer options; nil without them
@@ -81,12 +83,31 @@ type settings struct {
 	stop     context.CancelFunc // deadline's
 }
 
+// ownDeadline reports whether the WithTimeout deadline, rather than the parent, ended the scope's
+// context: what came first in time decides, not the parent's state when the end is recorded (a
+// subtask may return long after both). The deadline's context keeps the cause that reached it
+// first: ErrTimeout from its own timer, or the parent's. A parent's cause can be ErrTimeout too
+// (a parent scope's deadline); then ours came first only if it is the earlier one — context runs
+// no timer of its own for a deadline after the parent's.
+func (o *settings) ownDeadline() bool {
+	if o.deadline == nil || context.Cause(o.deadline) != ErrTimeout {
+		return false
+	}
+	if context.Cause(o.parent) != ErrTimeout {
+		return true
+	}
+	ours, _ := o.deadline.Deadline()
+	theirs, ok := o.parent.Deadline()
+	return !ok || ours.Before(theirs)
+}
+
 // record is what a scope remembers of its failures and its end.
 type record struct {
 	reason      reason
 	cause       error         // the cancellation cause (context.Cause of ctx, for reasonOutside)
 	ownDeadline bool          // reasonOutside: the scope's own WithTimeout deadline ended it
 	cancelled   *outcome      // shared by the Cancelled subtasks; set with reason
+	decider     call          // the completion a decision (reasonPolicy, reasonPanic) was made on; nil for a Joiner's panic
 	failures    []error       // failures that completed before the cancellation, in order
 	won         bool          // FirstSuccess: some subtask succeeded
 	winner      Task          // FirstSuccess: the first success (Race reads it)
@@ -121,7 +142,7 @@ func Open(ctx context.Context, opts ...Option) *Scope {
 		panic("scope: Open: nil context")
 	}
 	if len(opts) == 0 {
-		s := &Scope{policy: failFast{}}
+		s := &Scope{policy: failFast{}, tr: failFast{}.traits(), plain: true, outside: ctx.Done() != nil}
 		s.ctx, s.cancel = context.WithCancelCause(ctx)
 		if registry.Active() { // one atomic load and one check, when nothing is recorded
 			s.record()
@@ -135,7 +156,7 @@ func Open(ctx context.Context, opts ...Option) *Scope {
 // being recorded); the scope's context becomes the record's, which answers for the scope in the
 // tree of scopes and carries the trace task and the pprof labels.
 func (s *Scope) record() {
-	info := registry.ScopeInfo{Policy: policyOf(s.policy)}
+	info := registry.ScopeInfo{Policy: s.tr.name}
 	if s.opts != nil {
 		info.Name = s.opts.name
 	}
@@ -145,20 +166,6 @@ func (s *Scope) record() {
 	if s.ins = registry.Open(s.ctx, info); s.ins != nil {
 		s.ctx = s.ins.Context()
 	}
-}
-
-func policyOf(p policy) registry.Policy {
-	switch p.(type) {
-	case awaitAll:
-		return registry.AwaitAll
-	case firstSuccess:
-		return registry.FirstSuccess
-	case cancelWhen:
-		return registry.CancelWhen
-	case custom:
-		return registry.Joiner
-	}
-	return registry.FailFast
 }
 
 // collect applies opts to a fresh config.
@@ -176,10 +183,11 @@ func open(ctx context.Context, c *config) *Scope {
 	if c.policy != nil {
 		s.policy = c.policy
 	}
-	s.hears, s.panicsAsErrors = s.policy.traits().hears, c.panicsAsErrors
+	s.tr, s.panicsAsErrors = s.policy.traits(), c.panicsAsErrors
 	if c.limit > 0 {
 		s.slots = sema.New(int64(c.limit), true)
 	}
+	s.plain = s.slots == nil && !s.tr.forks
 	if c.name != "" || c.hasTimeout {
 		s.opts = &settings{name: c.name, parent: ctx}
 		if c.hasTimeout {
@@ -189,6 +197,7 @@ func open(ctx context.Context, c *config) *Scope {
 			ctx = s.opts.deadline
 		}
 	}
+	s.outside = ctx.Done() != nil // the deadline's context, with a timeout
 	s.ctx, s.cancel = context.WithCancelCause(ctx)
 	if registry.Active() {
 		s.record()
@@ -223,16 +232,36 @@ func (s *Scope) Name() string {
 // the parent or the deadline ended it, and that the caller — a subtask completing or a fork — was
 // still to come: that makes it an end from outside.
 //
-// This is the linearization point of a completion: since end cancels the context before it sets
-// flagCancelled, a subtask that finds the context not done completed before any cancellation.
+// This is the linearization point of a completion. end sets flagCancelled before it cancels the
+// context, so a subtask that finds the flag unset returned before anyone could see its scope's own
+// cancellation; one that also finds the context not done (when the scope can end from outside)
+// returned before any cancellation. A scope whose parent can never be done and that has no
+// deadline cannot end from outside: the flag is all it checks.
 func (s *Scope) ended() bool {
+	if s.state.Load()&flagCancelled != 0 {
+		return true
+	}
+	return s.outside && s.endedOutside()
+}
+
+// endedOutside reports whether the context is done, and then records an end from outside, if
+// nothing ended the scope before: see ended.
+func (s *Scope) endedOutside() bool {
 	if s.ctx.Err() == nil {
 		return false
 	}
 	if s.state.Load()&flagCancelled == 0 {
-		s.end(reasonOutside, nil)
+		s.end(reasonOutside, nil, nil)
 	}
 	return true
+}
+
+// cancelledOutcome is the outcome the scope's Cancelled subtasks share, once it has ended. end
+// makes it under s.mu after it sets flagCancelled, so a reader that saw the flag takes the lock.
+func (s *Scope) cancelledOutcome() *outcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rec.cancelled
 }
 
 // end cancels the scope for r with cause, unless it was cancelled already; the first caller wins,
@@ -243,7 +272,7 @@ func (s *Scope) ended() bool {
 // linearized before the context ended, however late it reaches this lock: a sibling that saw the
 // parent's cancellation may have recorded the outside end in between. The context keeps the cause
 // that reached it first (a parent's cancellation propagates by itself); Join reports the decision.
-func (s *Scope) end(r reason, cause error) {
+func (s *Scope) end(r reason, cause error, by call) {
 	if f := s.state.Load(); f&flagDecided != 0 || (f&flagCancelled != 0 && !r.decides()) {
 		return
 	}
@@ -253,19 +282,22 @@ func (s *Scope) end(r reason, cause error) {
 	case rec.reason == reasonNone:
 		if r == reasonOutside {
 			cause = context.Cause(s.ctx)
-			rec.ownDeadline = s.opts != nil && s.opts.deadline != nil && s.opts.parent.Err() == nil
-		} else {
-			s.cancel(cause) // before the flag: see ended
+			rec.ownDeadline = s.opts != nil && s.opts.ownDeadline()
 		}
 		rec.reason, rec.cause = r, cause
-		rec.cancelled = &outcome{state: Cancelled, err: context.Cause(s.ctx)}
 		flags := flagCancelled
 		if r.decides() {
 			flags |= flagDecided
+			rec.decider = by
 		}
 		s.state.Or(flags)
+		if r != reasonOutside {
+			s.cancel(cause) // after the flag: see ended
+		}
+		// Whichever cause reached the context first: ours, or a parent's racing it.
+		rec.cancelled = &outcome{state: Cancelled, err: context.Cause(s.ctx)}
 	case r.decides() && !rec.reason.decides():
-		rec.reason, rec.cause = r, cause
+		rec.reason, rec.cause, rec.decider = r, cause, by
 		s.state.Or(flagDecided)
 	}
 	s.mu.Unlock()
@@ -278,14 +310,14 @@ func (s *Scope) failed(c call, err error) {
 	rec.failures = append(rec.failures, err)
 	s.mu.Unlock()
 	if s.decide(c, err) {
-		s.end(reasonPolicy, endCause(err))
+		s.end(reasonPolicy, endCause(err), c)
 	}
 }
 
 // succeeded lets a policy that hears successes decide on one.
 func (s *Scope) succeeded(c call) {
 	if s.decide(c, nil) {
-		s.end(reasonPolicy, endCause(nil))
+		s.end(reasonPolicy, endCause(nil), c)
 	}
 }
 
@@ -302,7 +334,7 @@ func (s *Scope) panicked(c call, pe *PanicError) {
 	}
 	s.mu.Unlock()
 	if before {
-		s.end(reasonPanic, pe)
+		s.end(reasonPanic, pe, c)
 		s.decide(c, pe)
 	}
 }
@@ -316,11 +348,7 @@ func (s *Scope) decide(c call, err error) (end bool) {
 			end = false
 		}
 	}()
-	var t Task
-	if c != nil {
-		t = c.task()
-	}
-	return s.policy.decide(s, t, err)
+	return s.policy.decide(s, c.task(), err)
 }
 
 // joinerPanicked records a panic in the policy's user code: kept, and cancelling the scope.
@@ -329,21 +357,26 @@ func (s *Scope) joinerPanicked(pe *PanicError) {
 	rec := s.recLocked()
 	rec.panics = append(rec.panics, pe)
 	s.mu.Unlock()
-	s.end(reasonPanic, pe)
+	s.end(reasonPanic, pe, nil)
 }
 
 // done counts a subtask out and wakes the owner if it was the last.
 func (s *Scope) done() {
 	if f := s.state.Add(^uint64(0)); f&countMask == 0 && f&flagWaiting != 0 {
-		for {
-			f := s.state.Load()
-			if f&countMask != 0 || f&flagWaiting == 0 {
-				return // someone forked again (misuse) or another done woke the owner
-			}
-			if s.state.CompareAndSwap(f, f&^flagWaiting) {
-				s.wake.Done()
-				return
-			}
+		s.wakeOwner()
+	}
+}
+
+// wakeOwner wakes the owner waiting in Join or Close, once the count is zero.
+func (s *Scope) wakeOwner() {
+	for {
+		f := s.state.Load()
+		if f&countMask != 0 || f&flagWaiting == 0 {
+			return // someone forked again (misuse) or another done woke the owner
+		}
+		if s.state.CompareAndSwap(f, f&^flagWaiting) {
+			s.wake.Done()
+			return
 		}
 	}
 }
@@ -464,8 +497,8 @@ func (s *Scope) outcome() (pe *PanicError, err error) {
 		rec = &record{} // nothing failed, won or ended: does not escape
 	}
 	switch {
-	case rec.reason == reasonOutside && rec.ownDeadline && s.onTimeout() != nil:
-		if pe, err = s.ask(s.onTimeout()); pe != nil {
+	case rec.reason == reasonOutside && rec.ownDeadline && s.policy.onTimeout() != nil:
+		if pe, err = s.ask(s.policy.onTimeout()); pe != nil {
 			return pe, nil
 		}
 	case rec.reason == reasonOutside || rec.reason == reasonClosed:
@@ -486,16 +519,6 @@ func (s *Scope) outcome() (pe *PanicError, err error) {
 		}
 	}
 	return nil, err
-}
-
-// onTimeout returns the custom Joiner's OnTimeout, if it has one.
-func (s *Scope) onTimeout() func() error {
-	if p, ok := s.policy.(custom); ok {
-		if tj, ok := p.j.(timeoutJoiner); ok {
-			return tj.OnTimeout
-		}
-	}
-	return nil
 }
 
 // ask calls user code of the policy on the owner's goroutine, recovering a panic there as a
@@ -525,7 +548,7 @@ func (s *Scope) Close() {
 		return
 	}
 	if f&countMask != 0 {
-		s.end(reasonClosed, context.Canceled)
+		s.end(reasonClosed, context.Canceled, nil)
 	}
 	s.ins.Joining()
 	s.wait(flagClosed)

@@ -3,6 +3,7 @@ package scope_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/goloom/loom/scope"
@@ -18,8 +19,43 @@ func perSubtask(b *testing.B, n int) {
 
 // BenchmarkForkJoin: Open + n no-op forks + Join, through Fork, through Go, and through Go on a
 // scope limited to 8 subtasks at once (the semaphore WithLimit makes is part of each operation).
+// The start=closure rows start each fork's goroutine through a closure of its own, as `go
+// st.start()` would, instead of through the subtask's own allocation (see launch.go):
+//
+//	go test -run '^$' -bench 'ForkJoin/n=100/' -count 10 ./scope | tee fj.txt
+//	benchstat -col /start fj.txt
 func BenchmarkForkJoin(b *testing.B) {
 	ctx := context.Background()
+	b.Run("n=100/start=closure", func(b *testing.B) {
+		was := scope.SetLaunch(false)
+		defer scope.SetLaunch(was)
+		b.ReportAllocs()
+		for b.Loop() {
+			s := scope.Open(ctx)
+			for range 100 {
+				scope.Fork(s, func(context.Context) (int, error) { return 0, nil })
+			}
+			if err := s.Join(); err != nil {
+				b.Fatal(err)
+			}
+			s.Close()
+		}
+		perSubtask(b, 100)
+	})
+	b.Run("n=100/start=launch", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s := scope.Open(ctx)
+			for range 100 {
+				scope.Fork(s, func(context.Context) (int, error) { return 0, nil })
+			}
+			if err := s.Join(); err != nil {
+				b.Fatal(err)
+			}
+			s.Close()
+		}
+		perSubtask(b, 100)
+	})
 	for _, n := range []int{1, 10, 100, 1000} {
 		b.Run(fmt.Sprintf("n=%d/scope", n), func(b *testing.B) {
 			b.ReportAllocs()
@@ -46,6 +82,19 @@ func BenchmarkForkJoin(b *testing.B) {
 					b.Fatal(err)
 				}
 				s.Close()
+			}
+			perSubtask(b, n)
+		})
+		// The floor: bare goroutines and a WaitGroup (the other peers are in bench/).
+		b.Run(fmt.Sprintf("n=%d/go-waitgroup", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for range n {
+					wg.Add(1)
+					go func() { wg.Done() }()
+				}
+				wg.Wait()
 			}
 			perSubtask(b, n)
 		})

@@ -5,9 +5,6 @@ import (
 	"iter"
 	"runtime"
 	"sync"
-	"sync/atomic"
-
-	"github.com/goloom/loom/internal/registry"
 )
 
 // Stream runs fn over every element of in, at most n calls at once — n from [WithLimit], else
@@ -24,7 +21,8 @@ import (
 // then carries the failure (the scope's cause). Under [AwaitAll] every element's pair is yielded,
 // failures included. An end from outside (ctx, the deadline) is yielded as the last pair too,
 // with its cause. A panic in fn re-panics on the consumer's goroutine, as a [*PanicError] with the
-// child's stack, when the stream reaches it (with [PanicsAsErrors] it is yielded as an error).
+// child's stack, when the stream reaches it (with [PanicsAsErrors] it is yielded as an error). A
+// call that runs runtime.Goexit is a failure with [ErrGoexit], yielded in its place like any.
 //
 // Breaking out of the loop cancels the calls still running and waits for them before range
 // returns: nothing outlives the loop. A Stream may be ranged over more than once; each range runs
@@ -68,7 +66,7 @@ type stream[In, Out any] struct {
 	ready      []bool
 	done       chan int                  // a completed call's index; never blocks: at most n are out
 	work       chan *streamItem[In, Out] // calls for the workers; never blocks, likewise
-	workers    atomic.Int32              // workers alive (one that ran runtime.Goexit is gone)
+	workers    int                       // workers started, each until work is closed; the consumer's
 	wg         sync.WaitGroup            // the workers
 	head, tail int
 }
@@ -99,30 +97,33 @@ func (st *stream[In, Out]) run(in iter.Seq[In], yield func(Out, error) bool) {
 func (st *stream[In, Out]) fork(v In) {
 	i := st.tail % len(st.ring)
 	it := &streamItem[In, Out]{st: st, in: v, idx: st.tail}
-	if st.s.ins.Recorded() {
-		it.rec = new(registry.Task) // only then: an item is no larger when nothing is recorded
-	}
 	st.ring[i], st.ready[i] = it, false
 	st.tail++
 	if !st.s.admit(it) {
 		st.ready[i] = true // settled at the fork (Cancelled, or OnFork refused it): no signal comes
 		return
 	}
-	if int(st.workers.Load()) < len(st.ring) {
-		st.workers.Add(1)
+	if st.workers < len(st.ring) {
+		st.workers++
 		st.wg.Add(1)
 		go st.worker()
 	}
 	st.work <- it
 }
 
-// worker runs calls until the stream ends.
-func (st *stream[In, Out]) worker() {
-	defer st.wg.Done()
-	defer st.workers.Add(-1) // also when a call's runtime.Goexit ends us: fork starts another
-	for it := range st.work {
-		it.runIn(st.s)
+// worker runs calls until the stream ends: each call's after hands it the next one (see take). A
+// call that runs runtime.Goexit ends the worker's goroutine; body then runs the worker's next
+// call on a new one, so the worker lives on, and a queued element always has a worker to run it.
+func (st *stream[In, Out]) worker() { run(st.s, st.take()) }
+
+// take returns the next call for a worker, waiting for it, or nil once the stream has ended —
+// then the worker is done.
+func (st *stream[In, Out]) take() subtask {
+	if it, ok := <-st.work; ok {
+		return it
 	}
+	st.wg.Done()
+	return nil
 }
 
 // emit waits for the element at head and yields it. It reports whether to go on: false when the
@@ -145,7 +146,10 @@ func (st *stream[In, Out]) emit(yield func(Out, error) bool) bool {
 		if _, ok := err.(*PanicError); ok && !s.panicsAsErrors {
 			return false // run's Join re-panics it, on the consumer's goroutine
 		}
-		return yield(zero, err) && s.ctx.Err() == nil
+		// A failure that ended the scope (FailFast's first, a panic as an error) is the last
+		// pair; any other (AwaitAll's, a panic after the end) is one pair among others, and an
+		// end from outside is still to be yielded, with its cause, at the first Cancelled call.
+		return yield(zero, err) && !st.decidedOn(it)
 	default: // Cancelled: the scope ended; its cause is the last pair
 		if st.panicked() {
 			return false
@@ -153,6 +157,14 @@ func (st *stream[In, Out]) emit(yield func(Out, error) bool) bool {
 		yield(zero, err)
 		return false
 	}
+}
+
+// decidedOn reports whether the scope's end was decided on it: its completion.
+func (st *stream[In, Out]) decidedOn(it *streamItem[In, Out]) bool {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rec != nil && s.rec.decider == call(it)
 }
 
 // panicked reports whether a panic is waiting to be re-raised by Join.
@@ -169,24 +181,22 @@ type streamItem[In, Out any] struct {
 	st  *stream[In, Out]
 	in  In
 	idx int
-	rec *registry.Task // its place in the scope's inspection record; nil when nothing is recorded
 }
 
-func (it *streamItem[In, Out]) node() *registry.Task { return it.rec }
-func (it *streamItem[In, Out]) forked() any          { return it.st.fn }
+func (it *streamItem[In, Out]) forked() any { return it.st.fn }
 
-// runIn runs a call of a Stream as a subtask; the stream hears of it once its outcome is
-// settled (completed), before it is counted out. A call that waited for a worker while the scope
-// was cancelled (a break, a failure) does not run.
-func (it *streamItem[In, Out]) runIn(s *Scope) subtask {
-	if s.ended() {
-		s.unstarted(it) // counted in, never started
-		return nil
-	}
-	return s.body(it, func(ctx context.Context) (err error) {
-		it.val, err = it.st.fn(ctx, it.in)
-		return err
-	})
+// invoke runs a call of a Stream. Like any subtask forked before the scope was cancelled, it runs
+// even if the cancellation came while it waited for a worker: which of the two came first is the
+// fork's admission, not the worker's timing.
+func (it *streamItem[In, Out]) invoke(ctx context.Context) (err error) {
+	it.val, err = it.st.fn(ctx, it.in)
+	return err
 }
 
-func (it *streamItem[In, Out]) completed() { it.st.done <- it.idx }
+// after tells the stream that the call's outcome is settled, counts it out, and returns the
+// worker's next call.
+func (it *streamItem[In, Out]) after(s *Scope) subtask {
+	it.st.done <- it.idx
+	s.done()
+	return it.st.take()
+}

@@ -342,3 +342,34 @@ func TestStreamStress(t *testing.T) {
 		}
 	}
 }
+
+// Regression (issue 21): a call that runs runtime.Goexit ends its worker goroutine, and the
+// stream counted that worker as alive until after the call's completion was signalled, so the
+// next element could be queued to no live worker and the range hung. Goexit is that element's
+// ErrGoexit, yielded in order. In a synctest bubble a hang is a deadlock, reported at once.
+func TestStreamGoexitNeverHangs(t *testing.T) {
+	rounds := 2000
+	if raceEnabled {
+		rounds = 500
+	}
+	for round := range rounds {
+		n := 1 + round%3
+		synctest.Test(t, func(t *testing.T) {
+			var got []string
+			for v, err := range scope.Stream(t.Context(), slices.Values([]int{0, 1, 2, 3, 4, 5}), func(_ context.Context, i int) (int, error) {
+				if i%2 == 0 {
+					runtime.Goexit()
+				}
+				return i, nil
+			}, scope.WithLimit(n), scope.AwaitAll()) {
+				if err != nil {
+					require.ErrorIs(t, err, scope.ErrGoexit, "round %d", round)
+					got = append(got, "goexit")
+				} else {
+					got = append(got, fmt.Sprint(v))
+				}
+			}
+			require.Equal(t, []string{"goexit", "1", "goexit", "3", "goexit", "5"}, got, "round %d", round)
+		})
+	}
+}

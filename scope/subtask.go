@@ -75,6 +75,10 @@ type Subtask[T any] struct {
 	fn  func(context.Context) (T, error) // Fork's; nil for Scope.Go's, which a goTask keeps
 	// res is the final outcome; nil while the subtask is Running.
 	res atomic.Pointer[outcome]
+	s   *Scope
+	// rec is the subtask's place in its scope's inspection record, when the scope is recorded:
+	// in the subtask's own allocation, so that a recorded fork allocates no more than any fork.
+	rec registry.Task
 }
 
 // A goTask is a subtask forked by Scope.Go: its function returns only an error, so it is kept
@@ -84,20 +88,6 @@ type goTask struct {
 	Subtask[struct{}]
 	fn func(context.Context) error
 }
-
-// In a scope that package inspect records, a subtask also has its place in the scope's record:
-// a registry.Task, in the subtask's own allocation, so that a recorded fork allocates no more
-// than any fork, and a Subtask is no larger when nothing is recorded.
-type (
-	recordedSubtask[T any] struct {
-		Subtask[T]
-		rec registry.Task
-	}
-	recordedGo struct {
-		goTask
-		rec registry.Task
-	}
-)
 
 // state returns the subtask's state and error.
 func (st *Subtask[T]) state() (State, error) {
@@ -159,12 +149,17 @@ func (st *Subtask[T]) Value() any {
 
 func (st *Subtask[T]) settle(o *outcome) { st.res.Store(o) }
 
-func (st *Subtask[T]) completed() {}
+// after ends a forked subtask's time in its scope: its slot goes on, and it is counted out.
+func (st *Subtask[T]) after(s *Scope) subtask {
+	if s.slots != nil {
+		return s.finish()
+	}
+	s.done()
+	return nil
+}
 
-// node is the subtask's place in its scope's inspection record; nil when it has none.
-func (st *Subtask[T]) node() *registry.Task        { return nil }
-func (r *recordedSubtask[T]) node() *registry.Task { return &r.rec }
-func (r *recordedGo) node() *registry.Task         { return &r.rec }
+// node is the subtask's place in its scope's inspection record (used only when there is one).
+func (st *Subtask[T]) node() *registry.Task { return &st.rec }
 
 // forked is the function the subtask was forked with, for its site in a dump.
 func (st *Subtask[T]) forked() any { return st.fn }
@@ -175,91 +170,97 @@ func (gt *goTask) forked() any     { return gt.fn }
 func (st *Subtask[T]) task() Task { return st }
 func (gt *goTask) task() Task     { return &gt.Subtask }
 
-// A subtask is a forked *Subtask[T] as its scope drives it, whatever T.
+// A subtask is what its scope drives through one life, whatever its kind: a *Subtask[T] forked
+// by Fork or Go (plain or recorded), a call of a Stream, a call of Map. Each runs through body,
+// and differs only in the function it calls (invoke), where it is recorded (node, forked) and what
+// ends its time in the scope (after).
 type subtask interface {
 	call
-	// completed is told once the subtask's outcome is settled, before it is counted out: a
-	// Stream's call signals its stream there. A plain subtask does nothing.
-	completed()
 	node() *registry.Task
 	forked() any
-	// runIn runs the subtask's function in scope s and ends its life; it returns a subtask that
-	// this goroutine takes over next (see Scope.finish), or nil.
-	runIn(s *Scope) (next subtask)
+	// invoke calls the subtask's function with ctx and keeps its value.
+	invoke(ctx context.Context) error
+	// after ends the subtask's time in the scope once its outcome is settled and recorded, and
+	// returns what this goroutine runs next: a forked subtask frees its slot — to a blocked fork,
+	// which it returns — and is counted out (Scope.finish); a Stream's call tells the stream and
+	// returns the next call for its worker; a call of Map returns the worker's next element.
+	after(s *Scope) (next subtask)
 }
 
-// run is the body of a subtask's goroutine: it runs t and then, in a limited scope, each blocked
-// fork whose subtask its slot goes to, one after the other.
+// run is the body of a subtask's goroutine: it runs t and then whatever t hands it next — in a
+// limited scope each blocked fork whose subtask its slot goes to, a worker's next call — one
+// after the other, through body.
 func run(s *Scope, t subtask) {
 	for t != nil {
-		t = t.runIn(s)
+		t = s.body(t)
 	}
 }
 
-// start is what a fork's goroutine runs (go st.start(s)): its closure holds st and s, no more.
-func (st *Subtask[T]) start(s *Scope)        { run(s, st) }
-func (gt *goTask) start(s *Scope)            { run(s, gt) }
-func (r *recordedSubtask[T]) start(s *Scope) { run(s, r) }
-func (r *recordedGo) start(s *Scope)         { run(s, r) }
+// start is what a forked subtask's goroutine runs (see launch).
+func (st *Subtask[T]) start() { run(st.s, st) }
+func (gt *goTask) start()     { run(gt.s, gt) }
 
-func (st *Subtask[T]) runIn(s *Scope) subtask        { return s.body(st, st.invoke) }
-func (gt *goTask) runIn(s *Scope) subtask            { return s.body(gt, gt.fn) }
-func (r *recordedSubtask[T]) runIn(s *Scope) subtask { return s.body(r, r.invoke) }
-func (r *recordedGo) runIn(s *Scope) subtask         { return s.body(r, r.fn) }
-
-// invoke calls Fork's function and keeps its value.
+// invoke calls Fork's function and keeps its value, or Go's.
 func (st *Subtask[T]) invoke(ctx context.Context) (err error) {
 	st.val, err = st.fn(ctx)
 	return err
 }
 
-// body runs a subtask's function fn and ends the subtask's life: the one place where a forked
-// function runs. The deferred function tells the three ways out apart: a normal return, a panic
-// (recover returns non-nil) and runtime.Goexit (recover returns nil). It returns a subtask that
-// this goroutine takes over next (see Scope.finish), or nil.
+func (gt *goTask) invoke(ctx context.Context) error { return gt.fn(ctx) }
+
+// body runs a subtask's function and ends the subtask's life, and then does the same for each
+// subtask that after hands this goroutine: the one place where a forked function runs, whatever
+// forked it. The deferred function — one for the whole run, not one a subtask — tells the three
+// ways out of a function apart: a normal return (inFn is false again), a panic (recover returns
+// non-nil) and runtime.Goexit (recover returns nil). After a panic body returns the subtask to run
+// next, for run to call it again; after a Goexit, which ends this goroutine, that subtask goes to
+// a new one.
 //
-// In a recorded scope (s.ins), the subtask enters the record first, on its goroutine — its start
+// In a recorded scope (s.ins), a subtask enters the record first, on its goroutine — its start
 // time, its goroutine's pprof labels, its trace region — and leaves it once its outcome is settled,
 // before it is counted out: a dump never shows it running once Join could return.
-func (s *Scope) body(t subtask, fn func(context.Context) error) (next subtask) {
-	var region registry.Region
-	if s.ins != nil {
-		region = s.ins.Enter(t.node())
-	}
-	returned := false
+func (s *Scope) body(t subtask) (next subtask) {
+	var r registry.Running
+	inFn := false
 	defer func() {
-		if returned {
+		if !inFn {
 			return
 		}
-		if r := recover(); r != nil {
-			s.left(t, s.complete(t, nil, newPanicError(r)), region)
-			next = s.finish()
+		if p := recover(); p != nil {
+			s.left(s.complete(t, nil, newPanicError(p)), r)
+			next = t.after(s)
 			return
 		}
-		// runtime.Goexit ends this goroutine: a subtask handed to it goes to a new one.
-		s.left(t, s.complete(t, ErrGoexit, nil), region)
-		if next := s.finish(); next != nil {
+		s.left(s.complete(t, ErrGoexit, nil), r)
+		if next := t.after(s); next != nil {
 			go run(s, next)
 		}
 	}()
-	err := fn(s.ctx)
-	returned = true
-	s.left(t, s.complete(t, err, nil), region)
-	return s.finish()
-}
-
-// left takes a completed subtask off its scope's record and tells it it has completed (a
-// Stream's call signals its stream): after complete, before finish counts it out.
-func (s *Scope) left(t subtask, o *outcome, region registry.Region) {
-	if s.ins != nil {
-		s.ins.Done(t.node(), registry.Outcome(o.state))
-		region.End()
+	for t != nil {
+		if s.ins != nil {
+			r = s.ins.Enter(t.node(), t.forked())
+		}
+		inFn = true
+		err := t.invoke(s.ctx)
+		inFn = false
+		o := s.complete(t, err, nil)
+		if s.ins != nil {
+			s.ins.Done(r, registry.Outcome(o.state))
+		}
+		t = t.after(s)
 	}
-	t.completed()
+	return nil
 }
 
-// A call is what complete needs of the subtask it ends: a *Subtask[T], or one of Map's calls. It
-// is nil for a call of Map whose policy does not look at subtasks.
+// left takes a completed subtask off its scope's record (r is what its Enter returned): after
+// complete, before after counts it out.
+func (s *Scope) left(o *outcome, r registry.Running) {
+	if s.ins != nil {
+		s.ins.Done(r, registry.Outcome(o.state))
+	}
+}
+
+// A call is what complete needs of the subtask it ends.
 type call interface {
 	Task
 	settle(o *outcome)
@@ -284,27 +285,21 @@ func (s *Scope) complete(c call, err error, pe *PanicError) (o *outcome) {
 	switch {
 	case pe != nil:
 		o = &outcome{state: Failed, err: pe}
-		settle(c, o)
+		c.settle(o)
 		s.panicked(c, pe)
 	case s.ended():
-		o = s.rec.cancelled
-		settle(c, o)
+		o = s.cancelledOutcome()
+		c.settle(o)
 	case err != nil:
 		o = &outcome{state: Failed, err: err}
-		settle(c, o)
+		c.settle(o)
 		s.failed(c, err)
 	default:
 		o = succeeded
-		settle(c, o)
-		if s.hears {
+		c.settle(o)
+		if s.tr.hears {
 			s.succeeded(c)
 		}
 	}
 	return o
-}
-
-func settle(c call, o *outcome) {
-	if c != nil {
-		c.settle(o)
-	}
 }

@@ -23,11 +23,17 @@ func (e timeoutError) Error() string        { return string(e) }
 func (e timeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
 func (e timeoutError) Timeout() bool        { return true }
 
-// public turns the core's errors into this package's; a ctx's error passes as is.
+// public turns the core's errors into this package's; a ctx's error passes as is. Small enough to
+// inline, so that a nil error costs no call.
 func public(err error) error {
-	switch err {
-	case nil:
+	if err == nil {
 		return nil
+	}
+	return translate(err)
+}
+
+func translate(err error) error {
+	switch err {
 	case sema.ErrTimeout:
 		return ErrTimeout
 	}

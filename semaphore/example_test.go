@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -110,7 +111,7 @@ func ExampleUnfair() {
 	done := make(chan error)
 	go func() { done <- sem.Acquire(ctx, 2) }() // waits for both permits
 	for sem.Waiting() == 0 {
-		time.Sleep(time.Millisecond)
+		runtime.Gosched() // until the acquire above waits
 	}
 	fmt.Println("barged:", sem.TryAcquire(1))
 	sem.Release(2)
@@ -125,4 +126,27 @@ func ExampleNew() {
 	sem := semaphore.New(10)
 	fmt.Println(sem.Capacity(), sem.Available(), sem.Waiting())
 	// Output: 10 10 0
+}
+
+// Release gives permits back and serves the waiters in order; giving back more than is held is
+// a bug, and panics.
+func ExampleSemaphore_Release() {
+	ctx := context.Background()
+	sem := semaphore.New(2)
+	_ = sem.Acquire(ctx, 2)
+	done := make(chan error)
+	go func() { done <- sem.Acquire(ctx, 1) }()
+	for sem.Waiting() == 0 {
+		runtime.Gosched() // until the acquire above waits
+	}
+	sem.Release(1) // serves the waiter
+	fmt.Println(<-done, sem.Available())
+	sem.Release(2)
+	fmt.Println(sem.Available())
+	defer func() { fmt.Println(recover()) }()
+	sem.Release(1)
+	// Output:
+	// <nil> 0
+	// 2
+	// semaphore: released more than held
 }

@@ -299,11 +299,12 @@ func (p *profileService) profile(w http.ResponseWriter, r *http.Request) {
 
 	s := scope.Open(ctx, scope.WithTimeout(p.timeout), scope.WithName("profile"))
 	defer s.Close()
-	user := scope.Fork(s, func(ctx context.Context) (User, error) {
+	// Named forks: a dump (GET /debug/loom) shows "users" and "orders" beside their sites.
+	user := scope.ForkNamed(s, "users", func(ctx context.Context) (User, error) {
 		var u User
 		return u, p.get(ctx, "users", p.users+"/users/"+id, &u)
 	})
-	orders := scope.Fork(s, func(ctx context.Context) ([]Order, error) {
+	orders := scope.ForkNamed(s, "orders", func(ctx context.Context) ([]Order, error) {
 		var o []Order
 		return o, p.get(ctx, "orders", p.orders+"/orders?user="+id, &o)
 	})

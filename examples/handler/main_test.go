@@ -43,7 +43,7 @@ func TestHandler(t *testing.T) {
 	// The dump taken while a request waits for the slow backend: its scope, with its deadline,
 	// and the stuck call still running, each at the line of the code that opened or forked it.
 	assert.Regexp(t, `(?m)^scope #\d+ "profile" FailFast joining \S+ deadline in \S+  handler/main.go:\d+  1 running, 1 succeeded$`, got)
-	assert.Regexp(t, `(?m)^  #2 running \S+  handler/main.go:\d+$`, got)
+	assert.Regexp(t, `(?m)^  #2 "orders" running \S+  handler/main.go:\d+$`, got)
 }
 
 // TestServe runs the service with -serve, calls it like a user would, and stops it.

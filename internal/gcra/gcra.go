@@ -137,13 +137,28 @@ func (b *Bucket) reserveCounted(r Rate, maxWait time.Duration) (ok bool, delay t
 }
 
 // Take takes a token if one is there at now and returns 0 and its mark, or returns how long
-// until one will be, taking nothing: Reserve with a maxWait of 0.
-func (b *Bucket) Take(r Rate, now time.Duration) (wait time.Duration, mark int64) {
-	ok, delay, mark := b.Reserve(r, now, 0)
-	if ok {
+// until one will be, taking nothing: Reserve with a maxWait of 0, written out for the limiter's
+// gate, which asks on every call.
+func (b *Bucket) Take(r Rate, now time.Duration) (time.Duration, int64) {
+	if r.never() {
+		ok, delay, mark := b.reserveCounted(r, 0)
+		if !ok {
+			return delay, 0
+		}
 		return 0, mark
 	}
-	return delay, 0
+	t := int64(now)
+	for {
+		tat := b.tat.Load()
+		base := max(tat, t)
+		if d := wait(tat, base-t, r); d > 0 {
+			return d, 0
+		}
+		next := addSat(base, r.interval)
+		if b.tat.CompareAndSwap(tat, next) {
+			return 0, next
+		}
+	}
 }
 
 // Return gives back the token of the reservation with this mark, one its holder never used, as

@@ -410,3 +410,26 @@ func TestConcurrentTakeAndReturnKeepsTheBound(t *testing.T) {
 		}
 	}
 }
+
+// Take is Reserve with a max wait of 0, step for step, for finite and saturated rates alike.
+func TestTakeIsReserveWithoutWaiting(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	for _, r := range []gcra.Rate{gcra.NewRate(100, 3), gcra.NewRate(1e9, 1), gcra.NewRate(1e-10, 2), gcra.NewRate(math.Inf(1), 1)} {
+		var a, b gcra.Bucket
+		now := time.Duration(rng.IntN(1e9))
+		for step := range 2000 {
+			now += time.Duration(rng.IntN(int(max(r.Interval(), 1)%1e9) + 1))
+			wait, mark := a.Take(r, now)
+			ok, delay, rmark := b.Reserve(r, now, 0)
+			require.Equal(t, ok, wait == 0, "step %d", step)
+			if ok {
+				require.Equal(t, rmark, mark, "step %d", step)
+			} else {
+				require.Equal(t, delay, wait, "step %d", step)
+			}
+			if ok && rng.IntN(3) == 0 {
+				require.Equal(t, b.Return(r, rmark), a.Return(r, mark), "step %d", step)
+			}
+		}
+	}
+}

@@ -14,11 +14,16 @@
 //
 // With every feature off and no trace recording, [Active] (one atomic load and trace.IsEnabled) is
 // all a scope's Open pays, and a nil check of its [*Scope] all a fork pays. With Scopes on, a fork
-// is counted with one atomic add, and its [Task] lives inside the subtask's own allocation (no
-// allocation per fork); the subtask's goroutine stamps its start time and publishes the Task in a
-// free slot of the scope's table of running subtasks with a CAS, and its completion clears the
-// slot and counts the outcome. No mutex is taken on any of these paths. Sites are stored as
-// program counters and resolved only when a dump is taken.
+// is counted with one atomic add that also gives it its place in fork order, kept in its [Task],
+// eight bytes inside the subtask's own allocation (no allocation per fork); the subtask's
+// goroutine claims a free slot of the scope's table of running subtasks with a CAS of that number
+// and stores its start time and its function's entry there, and its completion clears the slot
+// and counts the outcome. No mutex is taken and no pointer is written on any of these paths, so
+// neither a lock nor a write barrier is paid. Sites are stored as program counters and resolved
+// only when a dump is taken. Open's site costs a walk of frame pointers (about 270 ns less than
+// runtime.Callers, which it falls back to where the walk is not checked to work), the function's
+// entry a load from the func value (4 ns less than reflect): together about a tenth of what
+// recording adds to a fork/join of 100 subtasks, see BenchmarkOpenSite and BenchmarkFuncPC.
 //
 // # Concurrency
 //

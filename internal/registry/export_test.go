@@ -19,3 +19,20 @@ func TableIndex(n int, seq uintptr) (slot, perLine uintptr) {
 // FramePointersInUse reports whether Open walks frame pointers: it must, on amd64 and arm64,
 // once init has checked the walk.
 func FramePointersInUse() bool { return useFP }
+
+// BothWalks returns the return addresses that callers finds above its caller's caller, once
+// walking frame pointers and once through runtime.Callers, from the same call site.
+func BothWalks() (fp, rt []uintptr) {
+	was := useFP
+	defer func() { useFP = was }()
+	var out [2][]uintptr
+	for i, on := range []bool{haveFP && fpWorks(), false} {
+		useFP = on
+		pcs := make([]uintptr, 32)
+		out[i] = pcs[:walkProbe(pcs)]
+	}
+	return out[0], out[1]
+}
+
+//go:noinline
+func walkProbe(pcs []uintptr) int { return callers(pcs) }

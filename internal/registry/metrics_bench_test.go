@@ -2,9 +2,11 @@ package registry_test
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/goloom/loom/internal/registry"
+	"github.com/goloom/loom/internal/registry/regtest"
 )
 
 // BenchmarkSumByName merges what a scrape of 1,000 named limiters reads, every name distinct.
@@ -19,4 +21,18 @@ func BenchmarkSumByName(b *testing.B) {
 	for b.Loop() {
 		registry.SumByName(recs)
 	}
+}
+
+// BenchmarkCollectLimiters reads 1,000 named limiters, as a dump or a scrape does: each one's
+// Stats struct turned into named numbers.
+func BenchmarkCollectLimiters(b *testing.B) {
+	lims := make([]*regtest.Limiter, 1000)
+	for i := range lims {
+		lims[i] = regtest.NewLimiter(8, fmt.Sprintf("bench-limiter-%04d", i))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		registry.CollectLimiters()
+	}
+	runtime.KeepAlive(lims)
 }

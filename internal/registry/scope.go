@@ -6,6 +6,7 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -42,7 +43,7 @@ const (
 
 // Label keys, for pprof and for `go tool pprof -tagfocus`.
 const (
-	ScopeLabel   = "loom.scope"   // NAME#ID, NAME the scope's name or "scope"
+	ScopeLabel   = "loom.scope"   // the scope's name, or "scope": a name, never an id (bounded cardinality)
 	LimiterLabel = "loom.limiter" // the limiter's name, or "limiter"
 )
 
@@ -101,14 +102,17 @@ type Scope struct {
 	hot atomic.Pointer[hot]
 
 	joining atomic.Bool
-	blocked atomic.Int64
 }
 
 // hot is the part of a scope's record that forks, starts and completions write, laid out so that
 // they do not share cache lines needlessly: forks is the forking goroutine's, tab is read by every
 // start, the slots are written by the subtasks in them.
 type hot struct {
-	forks atomic.Int64 // forks so far, each one's seq; also those that never ran
+	// forks counts the forks so far (each one's seq; also those that never ran) in its low bits,
+	// and the forks blocked on the scope's limit above them (blockedOne each). One word, so that a
+	// blocked fork is counted in as blocked, and moved from blocked to admitted when it is handed
+	// a slot, each in one atomic step: a dump sees it either blocked or not, never both.
+	forks atomic.Uint64
 	_     [cacheLine - 8]byte
 
 	hotCounts
@@ -131,6 +135,11 @@ type hotCounts struct {
 }
 
 const cacheLine = 64
+
+const (
+	blockedOne = 1 << 40        // one blocked fork, in hot.forks
+	forkMask   = blockedOne - 1 // the count of forks, in hot.forks
+)
 
 var _ = [1]struct{}{}[unsafe.Offsetof(hot{}.firstSlots)%cacheLine+unsafe.Sizeof(hot{})%cacheLine+unsafe.Sizeof(slot{})*slotsPerLine%cacheLine]
 
@@ -165,7 +174,7 @@ type table struct {
 }
 
 // slotsPerLine slots share a cache line.
-const slotsPerLine = 4
+const slotsPerLine = 2
 
 // index returns the slot a subtask's seq picks: subtasks forked one after another usually start
 // and complete at the same time, on different cores, so consecutive seqs pick slots on different
@@ -188,8 +197,19 @@ func (tab *table) init(slots []slot) {
 
 // A slot holds a running subtask, and counts the subtasks that succeeded in it: a success, the
 // common completion, writes one cache line, the one its start wrote, not one all share.
+//
+// seq is the subtask's fork order (and name, see Task), stored by a CAS from 0 (the claim: seqs
+// start at 1 and are unique in the scope, so a slot never holds the same one twice); then pc, then
+// started (plus one, so that zero means "not stored yet"). The subtask leaving stores started back
+// to zero, then seq, so a new subtask claims the slot only once the old one's start is gone: a dump
+// that reads seq, then started, then pc, then seq again, and finds seq unchanged and started not
+// zero, has read that subtask's start and pc (pc was stored before started); with started zero
+// the subtask is starting or leaving, and the dump counts it without listing it. No pointer: a
+// slot neither keeps a subtask alive nor costs a write barrier.
 type slot struct {
-	t         atomic.Pointer[Task]
+	seq       atomic.Uint64
+	started   atomic.Int64
+	pc        atomic.Uintptr // the entry of the subtask's function
 	succeeded atomic.Int64
 }
 
@@ -198,17 +218,80 @@ const (
 	probes     = 8  // slots a start tries before it grows the table
 )
 
-// A Task is a subtask's place in its scope's record. It lives inside the subtask's own allocation
-// (scope.Subtask embeds one), so recording a fork allocates nothing; its zero value is ready. A
-// Task records one fork: it must not be reused, nor copied once forked.
+// A Task is a subtask's place in its scope's record: its fork order, from 1. It lives inside the
+// subtask's own allocation (scope.Subtask holds one), so recording a fork allocates nothing; its
+// zero value is ready. It is written by Fork, before the subtask starts, and only read after; what
+// else a dump shows of a running subtask is in its slot (see slot), and where that slot is, the
+// Running its goroutine keeps. A Task records one fork at a time: reuse it only once Done has
+// returned.
 type Task struct {
-	// Written before the Task is published in a slot and never after, so a dump that loads it
-	// from the slot reads them without a lock.
-	seq, pc uintptr // fork order and the function's entry, set by Fork
-	started int64   // nanoseconds from the scope's Open to the start, set by Enter
-	// The Task's own slot, for Done; only the subtask's goroutine touches them.
-	tab  *table
-	slot uintptr
+	// seq is the fork order in its low bits (seqBits of them) and the fork's name, if it has
+	// one, above: see Task.Name. A slot holds the same word.
+	seq uint64
+}
+
+const (
+	seqBits = 48
+	seqMask = 1<<seqBits - 1
+)
+
+// Name names the fork of t, for a dump: call it before Fork (the name is kept through it). Names
+// come from the program's code, so there are few: each is numbered once for the process, and the
+// number lives in the Task's spare bits; past 65,535 distinct names a fork's name is dropped.
+func (t *Task) Name(name string) {
+	t.seq = t.seq&seqMask | uint64(nameNumber(name))<<seqBits
+}
+
+// names numbers the fork names the process has used, from 1.
+var names struct {
+	sync.Mutex
+	byName map[string]uint16
+	list   atomic.Pointer[[]string] // by number - 1; replaced, never changed, so a dump reads it without the lock
+}
+
+// nameNumber returns name's number, numbering it if it is new; 0 for "" and once every number
+// has been given.
+func nameNumber(name string) uint16 {
+	if name == "" {
+		return 0
+	}
+	names.Lock()
+	defer names.Unlock()
+	if n, ok := names.byName[name]; ok {
+		return n
+	}
+	var list []string
+	if p := names.list.Load(); p != nil {
+		list = *p
+	}
+	if len(list) >= 1<<16-1 {
+		return 0
+	}
+	if names.byName == nil {
+		names.byName = make(map[string]uint16)
+	}
+	list = append(list[:len(list):len(list)], name)
+	names.list.Store(&list)
+	n := uint16(len(list))
+	names.byName[name] = n
+	return n
+}
+
+// forkName returns the name of a fork whose Task word is seq, or "".
+func forkName(seq uint64) string {
+	n := seq >> seqBits
+	if n == 0 {
+		return ""
+	}
+	return (*names.list.Load())[n-1]
+}
+
+// A Running is a started subtask's hold on its slot and its trace region, from Enter to Done. The
+// goroutine that runs the subtask keeps it in a local variable, so a subtask is no larger for it.
+// The zero Running stands for a fork that never started.
+type Running struct {
+	sl     *slot
+	region *trace.Region
 }
 
 // Open records a scope, if anything is to be recorded, and returns its record; else nil. inner is
@@ -240,7 +323,7 @@ func Open(inner context.Context, info ScopeInfo) *Scope {
 		e.traced.stopLog = context.AfterFunc(inner, e.logCancel)
 	}
 	if f&Labels != 0 {
-		e.base = pprof.WithLabels(e.base, pprof.Labels(ScopeLabel, e.labelName()+"#"+strconv.FormatUint(e.id, 10)))
+		e.base = pprof.WithLabels(e.base, pprof.Labels(ScopeLabel, e.labelName()))
 		e.labels = e.base
 	}
 	if e.tracked {
@@ -283,31 +366,54 @@ func (e *Scope) Context() context.Context {
 	return e.base
 }
 
-// Fork records a subtask about to start; fn is the function passed to Fork or Go (a func value),
-// kept for its site. A nil t counts the fork without listing it (Enter and Done then take nil
-// too): the counts stay exact for a call site that has no Task to give. Call it after the fork is admitted and before the subtask's goroutine
-// starts. It costs one atomic add: the subtask takes its place among the running ones in Enter,
-// on its own goroutine, so the forking loop does nothing more.
-func (e *Scope) Fork(t *Task, fn any) {
+// Fork records a subtask about to start. A nil t counts the fork without listing it (its Enter
+// then takes nil too): the counts stay exact for a call site that has no Task to give. Call it
+// after the fork is admitted (it has its slot, in a limited scope) and before the subtask's
+// goroutine starts. It costs one atomic add: the subtask takes its place among the running ones in
+// Enter, on its own goroutine, so the forking loop does nothing more.
+func (e *Scope) Fork(t *Task) {
 	if e == nil || !e.tracked {
 		return
 	}
-	seq := e.hotPart().forks.Add(1)
-	if t != nil {
-		t.seq, t.pc = uintptr(seq), funcPC(fn)
+	e.fork(t, 1)
+}
+
+// ForkBlocked is Fork for a fork that must wait for a slot of the scope's limit: it is counted
+// in as blocked. Once it has its slot, whoever hands it over calls [Scope.Unblock] before the
+// subtask starts; a fork that never gets one (the scope was cancelled meanwhile) is unblocked
+// and then Done as Cancelled.
+func (e *Scope) ForkBlocked(t *Task) {
+	if e == nil || !e.tracked {
+		return
 	}
+	e.fork(t, 1+blockedOne)
+}
+
+func (e *Scope) fork(t *Task, delta uint64) {
+	seq := e.hotPart().forks.Add(delta) & forkMask
+	if t != nil {
+		t.seq = t.seq&^seqMask | seq // the name stays
+	}
+}
+
+// Unblock moves a fork counted by ForkBlocked from blocked to admitted, in one atomic step.
+func (e *Scope) Unblock() {
+	if e == nil || !e.tracked {
+		return
+	}
+	e.hot.Load().forks.Add(^uint64(blockedOne - 1)) // minus blockedOne; hot was made by ForkBlocked
 }
 
 // ForkAt is Fork for a call that runs without a Subtask of its own on a goroutine of the scope's
 // (scope.Map's workers): t is the call's own Task (Map keeps one per element, in one slice), seq
 // its place in fork order, from 1. Pair it with Enter and Done on the goroutine that runs it.
-func (e *Scope) ForkAt(t *Task, seq int64, fn any) {
+func (e *Scope) ForkAt(t *Task, seq int64) {
 	if e == nil || !e.tracked {
 		return
 	}
 	e.hotPart().forks.Add(1)
 	if t != nil {
-		t.seq, t.pc = uintptr(seq), funcPC(fn)
+		t.seq = uint64(seq) // a call of Map has no name: one a worker reused loses its last
 	}
 }
 
@@ -322,37 +428,40 @@ func (e *Scope) Refuse(o Outcome) {
 	h.done[o&3].Add(1)
 }
 
-// Enter runs on the subtask's goroutine, first: it stamps the start and puts the subtask among
-// the running ones, sets the goroutine's pprof labels (with Labels on at Open) and, while a trace
-// records, starts the subtask's region, which the caller ends when the function has returned.
-func (e *Scope) Enter(t *Task) Region {
+// Enter runs on the subtask's goroutine, first: it puts the subtask among the running ones with
+// its start and fn (the function passed to Fork or Go, a func value, for its site), sets the
+// goroutine's pprof labels (with Labels on at Open) and, while a trace records, starts the
+// subtask's region. It returns the subtask's Running, for Done, on the same goroutine, once the
+// function has returned.
+func (e *Scope) Enter(t *Task, fn any) Running {
 	if e == nil {
-		return Region{}
+		return Running{}
 	}
+	var r Running
 	if e.tracked && t != nil {
-		t.started = now() - e.opened
-		e.hot.Load().publish(t) // made by Fork, which came first
+		r.sl = e.hot.Load().publish(t.seq) // made by Fork, which came first
+		r.sl.pc.Store(funcPC(fn))
+		r.sl.started.Store(now() - e.opened + 1) // after pc: see slot
 	}
 	if e.labels != nil {
 		pprof.SetGoroutineLabels(e.labels)
 	}
 	if e.traced != nil && trace.IsEnabled() {
-		return Region{trace.StartRegion(e.base, SubtaskRegion)}
+		r.region = trace.StartRegion(e.base, SubtaskRegion)
 	}
-	return Region{}
+	return r
 }
 
-// publish puts t in a free slot: the one its seq picks, or one of those the next few seqs pick.
-// Subtasks forked in a row mostly find their slot free (the subtask len(slots) forks earlier has
-// usually completed), so a start is usually one load and one compare-and-swap. When the few slots tried
-// are all taken, the table is too small for the scope's fan-out: a larger one replaces it.
-func (h *hot) publish(t *Task) {
+// publish puts the subtask of fork seq in a free slot, the one its seq picks or one of those the
+// next few seqs pick, and returns it. Subtasks forked in a row mostly find their slot free (the subtask len(slots)
+// forks earlier has usually completed), so a start is usually one load and one compare-and-swap.
+// When the few slots tried are all taken, the table is too small for the scope's fan-out: a larger
+// one replaces it.
+func (h *hot) publish(seq uint64) *slot {
 	for tab := h.tab.Load(); ; tab = h.grow(tab) {
 		for k := range uintptr(probes) {
-			i := tab.index(t.seq + k)
-			if sl := &tab.slots[i]; sl.t.Load() == nil && sl.t.CompareAndSwap(nil, t) {
-				t.tab, t.slot = tab, i
-				return
+			if sl := &tab.slots[tab.index(uintptr(seq&seqMask)+k)]; sl.seq.Load() == 0 && sl.seq.CompareAndSwap(0, seq) {
+				return sl
 			}
 		}
 	}
@@ -368,35 +477,32 @@ func (h *hot) grow(tab *table) *table {
 	return h.tab.Load()
 }
 
-// Done records that a subtask has completed with outcome o: it leaves the running ones. Call it
-// once for every Task given to Fork or ForkAt, on the goroutine that ran it (after Enter), once
-// the outcome is final and before the subtask stops counting for Join.
-func (e *Scope) Done(t *Task, o Outcome) {
-	if e == nil || !e.tracked {
+// Done records that a subtask has completed with outcome o: it leaves the running ones, and its
+// region ends. Call it once for every fork recorded with Fork, ForkBlocked or ForkAt, on the
+// goroutine that ran it, with the Running its Enter returned (the zero Running for one that never
+// started), once the outcome is final and before the subtask stops counting for Join.
+func (e *Scope) Done(r Running, o Outcome) {
+	if e == nil {
 		return
 	}
-	h := e.hotPart()
-	if t == nil || t.tab == nil { // never started, or counted without a Task
+	if r.region != nil {
+		r.region.End()
+	}
+	if !e.tracked {
+		return
+	}
+	h := e.hot.Load() // made by the fork, which came first
+	if r.sl == nil {  // never started, or counted without a Task
 		h.done[o&3].Add(1)
 		return
 	}
-	sl := &t.tab.slots[t.slot]
-	t.tab = nil
-	sl.t.Store(nil)
+	r.sl.started.Store(0) // before seq: see slot
+	r.sl.seq.Store(0)
 	if o == Succeeded {
-		sl.succeeded.Add(1)
+		r.sl.succeeded.Add(1)
 	} else {
 		h.done[o&3].Add(1)
 	}
-}
-
-// Blocked adds delta to the forks blocked on the scope's limit: +1 before a Fork waits for a
-// slot, -1 when the wait is over.
-func (e *Scope) Blocked(delta int) {
-	if e == nil || !e.tracked {
-		return
-	}
-	e.blocked.Add(int64(delta))
 }
 
 // Joining records that the owner waits in Join or Close.

@@ -69,9 +69,8 @@ func BenchmarkRecord(b *testing.B) {
 	var t registry.Task
 	b.ReportAllocs()
 	for b.Loop() {
-		e.Fork(&t, noop)
-		e.Enter(&t).End()
-		e.Done(&t, registry.Succeeded)
+		e.Fork(&t)
+		e.Done(e.Enter(&t, noop), registry.Succeeded)
 	}
 }
 

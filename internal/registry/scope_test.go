@@ -428,12 +428,12 @@ func TestSiteThroughDeepLoomLikeChains(t *testing.T) {
 func TestNilRecordDoesNothing(t *testing.T) {
 	var e *registry.Scope
 	var task registry.Task
-	e.Fork(&task, noop)
-	e.ForkAt(&task, 1, noop)
+	e.Fork(&task)
+	e.ForkAt(&task, 1)
 	e.Refuse(registry.Cancelled)
-	e.Enter(&task).End()
-	e.Done(&task, registry.Succeeded)
-	e.Blocked(1)
+	e.Done(e.Enter(&task, noop), registry.Succeeded)
+	e.ForkBlocked(&task)
+	e.Unblock()
 	e.Joining()
 	e.Leave()
 	assert.Nil(t, e.Labels())
@@ -447,18 +447,17 @@ func TestBlockedForkIsNotRunning(t *testing.T) {
 	e := registry.Open(inner, registry.ScopeInfo{Name: "lim", Limit: 1})
 	defer e.Leave()
 	var a, b registry.Task
-	e.Fork(&a, noop)
-	e.Enter(&a)
-	e.Fork(&b, noop) // counted in, then waits for a slot, as scope's admitSlow does
-	e.Blocked(1)
+	e.Fork(&a)
+	ra := e.Enter(&a, noop)
+	e.ForkBlocked(&b) // counted in as blocked, as scope's admitSlow does
 	r := byName(t, collect(), "lim")
 	assert.Equal(t, [2]int64{1, 1}, [2]int64{r.Running, r.Blocked})
-	e.Done(&a, registry.Succeeded)
-	e.Blocked(-1)
-	e.Enter(&b)
+	e.Done(ra, registry.Succeeded)
+	e.Unblock() // handed a's slot
+	rb := e.Enter(&b, noop)
 	r = byName(t, collect(), "lim")
 	assert.Equal(t, [3]int64{1, 0, 1}, [3]int64{r.Running, r.Blocked, r.Succeeded})
-	e.Done(&b, registry.Succeeded)
+	e.Done(rb, registry.Succeeded)
 }
 
 // A fork without a Task is counted, never listed, and its completion counted: the counts stay
@@ -469,14 +468,14 @@ func TestForkWithoutATaskIsCountedNotListed(t *testing.T) {
 	defer cancel(nil)
 	e := registry.Open(inner, registry.ScopeInfo{Name: "untasked"})
 	defer e.Leave()
-	e.Fork(nil, noop)
-	e.ForkAt(nil, 2, noop)
-	e.Enter(nil).End()
+	e.Fork(nil)
+	e.ForkAt(nil, 2)
+	e.Enter(nil, noop)
 	r := byName(t, collect(), "untasked")
 	assert.Equal(t, int64(2), r.Running)
 	assert.Empty(t, r.Tasks)
-	e.Done(nil, registry.Succeeded)
-	e.Done(nil, registry.Failed)
+	e.Done(registry.Running{}, registry.Succeeded)
+	e.Done(registry.Running{}, registry.Failed)
 	r = byName(t, collect(), "untasked")
 	assert.Equal(t, [3]int64{0, 1, 1}, [3]int64{r.Running, r.Succeeded, r.Failed})
 }

@@ -164,9 +164,8 @@ func TestCountsRacingCompletions(t *testing.T) {
 					e.Refuse(o)
 					continue
 				}
-				e.Fork(&task, noop)
-				e.Enter(&task)
-				e.Done(&task, o)
+				e.Fork(&task)
+				e.Done(e.Enter(&task, noop), o)
 			}
 		})
 	}

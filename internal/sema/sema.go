@@ -37,6 +37,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 const (
@@ -51,6 +52,10 @@ const (
 // ErrTimeout is returned when a timed acquire runs out of time. The public packages translate it
 // into their own errors.
 var ErrTimeout = errors.New("sema: timed out")
+
+// ErrFull is returned for a request that would have to queue while as many wait as
+// [Sema.SetMaxWaiting] allows.
+var ErrFull = errors.New("sema: too many waiting")
 
 // A WeightError is returned for a request that can never be served: n < 0 or n above the
 // capacity, at the call or after a shrink while it waited.
@@ -73,17 +78,23 @@ func (e *WeightError) Error() string {
 type Waiter struct {
 	n          int64
 	prev, next *Waiter
-	err        error         // set before the waiter is signalled; nil means granted
-	owner      any           // the task this waiter holds a place for, for ReleaseAndTake; nil: none
-	ready      chan struct{} // blocking waiters: one token when signalled
-	fn         func(error)   // callback waiters: called once when signalled (not when taken)
-	timer      *time.Timer   // blocking waiters with a timeout; reused with the node
-	since      time.Duration // when it was queued, after Sema.epoch, if the semaphore stamps its waiters; guarded by Sema.mu
-	mark       int64         // with a gate: the mark of the pass it was granted with (see Gate)
-	queued     bool          // on the queue; guarded by Sema.mu
-	taken      bool          // served by ReleaseAndTake: the taker runs owner; set before signalling
-	// The fields are ordered so that the node packs into 96 bytes: a Submitted task embeds it,
+	err        error                // set before the waiter is signalled; nil means granted
+	owner      any                  // the task this waiter holds a place for, for ReleaseAndTake; nil: none
+	blk        *blocking            // a blocking waiter's own parts; nil for a callback waiter
+	fn         func(*Waiter, error) // callback waiters: called once when signalled (not when taken)
+	since      time.Duration        // when it was queued, after Sema.epoch, if the semaphore stamps its waiters; guarded by Sema.mu
+	mark       int64                // with a gate: the mark of the pass it was granted with (see Gate)
+	queued     bool                 // on the queue; guarded by Sema.mu
+	taken      bool                 // served by ReleaseAndTake: the taker runs owner; set before signalling
+	// The fields are ordered so that the node packs into 88 bytes: a Submitted task embeds it,
 	// and a million queued tasks pay for every word (BenchmarkLimiterWaitingMemory).
+}
+
+// blocking is what only a blocking waiter needs, apart so that a callback waiter (embedded in
+// every queued Submit of the limiter) is smaller. A node keeps it for its lifetime.
+type blocking struct {
+	ready chan struct{} // one token when signalled
+	timer *time.Timer   // with a timeout; reused with the node
 }
 
 // A Gate is an admission condition besides free permits — the limiter's token bucket. With a
@@ -109,27 +120,22 @@ type Gate interface {
 // or [Sema.Init].
 type Sema struct {
 	// state is written by every acquire and release, on every core; the fields the fast paths
-	// only read (capacity, fair, draining, gate) sit on another cache line, so that a write of
+	// only read (capacity, fair, draining, gate) sit on a line of their own, so that a write of
 	// state by one core does not also make the next acquire on another miss on them
-	// (BenchmarkContended, 2 goroutines on capacity 4: 103 ns without the padding, 69 ns with).
-	_        [cacheLine]byte
-	state    atomic.Int64 // free permits, offset by -bias while anyone is queued
-	_        [cacheLine - 8]byte
-	capacity atomic.Int64 // written only by SetCapacity, under mu
-	waiting  atomic.Int64 // queue length, for Waiting without the lock
-	fair     bool
-	ready    bool      // set by Init: a zero Sema is not usable
-	stamp    bool      // waiters note when they queued, for OldestWaiting (a clock read per queued wait)
-	epoch    time.Time // with stamp: the base of the waiters' since
-
-	draining atomic.Bool // Close has run: every release looks whether all permits are back
-
-	gate     Gate        // set by SetGate before use; nil: permits alone decide
-	gateHeld atomic.Bool // the head waits for the gate, not for permits
+	// (BenchmarkContended, 2 goroutines on capacity 4: 103 ns without the padding, 69 ns with);
+	// and the fields written under mu (the queue, its length) on another, so that a queueing
+	// waiter does not either.
+	_     [cacheLine]byte
+	state atomic.Int64 // free permits, offset by -bias while anyone is queued
+	_     [cacheLine - 8]byte
+	readMostly
+	_ [cacheLine - unsafe.Sizeof(readMostly{})%cacheLine]byte
 
 	mu         sync.Mutex
 	head, tail *Waiter
-	gateTimer  *time.Timer // wakes the queue when the gate opens; armed while gateArmed
+	waiting    atomic.Int64 // queue length, written under mu, for Waiting without the lock
+	gateHeld   atomic.Bool  // the head waits for the gate, not for permits
+	gateTimer  *time.Timer  // wakes the queue when the gate opens; armed while gateArmed
 	gateArmed  bool
 	closed     error                  // set by Close: every request that would queue fails with it
 	drained    chan struct{}          // made by Close; closed once every permit is back
@@ -138,6 +144,22 @@ type Sema struct {
 	free       *Waiter                // recycled blocking waiters, linked through next
 	nfree      int                    // length of free, at most maxFree
 }
+
+// readMostly are the fields of a Sema that its fast paths read and almost nothing writes: on a
+// cache line of their own.
+type readMostly struct {
+	capacity   atomic.Int64 // written only by SetCapacity, under mu
+	maxWaiting int64        // set by SetMaxWaiting before use; < 0: no bound
+	gate       Gate         // set by SetGate before use; nil: permits alone decide
+	epoch      time.Time    // with stamp: the base of the waiters' since
+	draining   atomic.Bool  // Close has run: every release looks whether all permits are back
+	fair       bool
+	ready      bool // set by Init: a zero Sema is not usable
+	stamp      bool // waiters note when they queued, for OldestWaiting (a clock read per queued wait)
+}
+
+// The read-mostly fields fit one cache line.
+var _ = [1]struct{}{}[unsafe.Sizeof(readMostly{})/(cacheLine+1)]
 
 // cacheLine is the size of a cache line on the machines loom is measured on (x86-64, arm64).
 const cacheLine = 64
@@ -162,7 +184,7 @@ func (s *Sema) Init(permits int64, fair bool) {
 	if permits > MaxPermits {
 		panic(fmt.Sprintf("semaphore: New: capacity %d above the maximum %d", permits, int64(MaxPermits)))
 	}
-	s.fair, s.ready = fair, true
+	s.fair, s.ready, s.maxWaiting = fair, true, -1
 	s.state.Store(permits)
 	s.capacity.Store(permits)
 }
@@ -185,6 +207,12 @@ func (s *Sema) OldestWaiting() time.Duration {
 	}
 	return time.Since(s.epoch) - s.head.since
 }
+
+// SetMaxWaiting bounds the queue: a request that would have to queue while n wait fails with
+// ErrFull at once (n == 0: nothing ever waits); n < 0, the default, bounds nothing. The bound is
+// checked under the queue's lock, so it holds exactly however many requests race for the last
+// place. Call it before s is used.
+func (s *Sema) SetMaxWaiting(n int) { s.maxWaiting = int64(n) }
 
 // SetGate makes g a second condition for every grant; see [Gate]. Call it before s is used.
 func (s *Sema) SetGate(g Gate) { s.gate = g }
@@ -264,18 +292,17 @@ func (s *Sema) invalid(n int64) error { return &WeightError{N: n, Capacity: s.ca
 // Acquire blocks until n permits are held, or ctx ends (ctx.Err(), holding nothing). n < 0 or
 // n > Capacity() fails at once with a *WeightError; n == 0 succeeds unless ctx is done.
 func (s *Sema) Acquire(ctx context.Context, n int64) error {
-	if n <= 0 || n > s.capacity.Load() {
-		return s.acquireOdd(ctx, n)
+	// The fast path, in this one call: one load, one compare-and-swap. word >= n > 0
+	// means nobody is queued (the offset makes a queued word hugely negative), and ctx.Err rather
+	// than a select on ctx.Done is one atomic load for the standard library's contexts. Anything
+	// else — a lost race included — takes the full path, which checks in the contract's order.
+	if n > 0 && ctx.Err() == nil { // first, so that no value is live across the call
+		if word := s.state.Load(); word >= n && s.gate == nil && n <= s.capacity.Load() &&
+			s.state.CompareAndSwap(word, word-n) {
+			return nil
+		}
 	}
-	// ctx.Err rather than a select on ctx.Done: for the standard library's contexts it is one
-	// atomic load, and the fast path is a few nanoseconds.
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if ok, _ := s.admit(n, false); ok {
-		return nil
-	}
-	_, _, err := s.acquireSlow(ctx, n, nil, false, 0)
+	_, err := s.AcquireMark(ctx, n, false, 0)
 	return err
 }
 
@@ -335,12 +362,25 @@ func (s *Sema) acquireOdd(ctx context.Context, n int64) error {
 
 // TryAcquire takes n permits if it can without waiting.
 func (s *Sema) TryAcquire(n int64) bool {
-	ok, _ := s.TryAcquireMark(n)
+	if word := s.state.Load(); n > 0 && word >= n && s.gate == nil && n <= s.capacity.Load() &&
+		s.state.CompareAndSwap(word, word-n) {
+		return true // the fast path, as Acquire's
+	}
+	ok, _ := s.tryAcquire(n)
 	return ok
 }
 
 // TryAcquireMark is TryAcquire that also returns the mark of the gate's pass (see AcquireMark).
 func (s *Sema) TryAcquireMark(n int64) (ok bool, mark int64) {
+	if word := s.state.Load(); n > 0 && word >= n && s.gate == nil && n <= s.capacity.Load() &&
+		s.state.CompareAndSwap(word, word-n) {
+		return true, 0 // the fast path, as Acquire's
+	}
+	return s.tryAcquire(n)
+}
+
+// tryAcquire is TryAcquireMark's full path.
+func (s *Sema) tryAcquire(n int64) (ok bool, mark int64) {
 	if n < 0 || n > s.capacity.Load() {
 		return false, 0
 	}
@@ -358,37 +398,37 @@ func (s *Sema) acquireSlow(ctx context.Context, n int64, owner any, timed bool, 
 
 	var expired <-chan time.Time
 	if timed {
-		if w.timer == nil {
-			w.timer = time.NewTimer(d)
+		if w.blk.timer == nil {
+			w.blk.timer = time.NewTimer(d)
 		} else {
-			w.timer.Reset(d)
+			w.blk.timer.Reset(d)
 		}
-		expired = w.timer.C
+		expired = w.blk.timer.C
 	}
 	done := ctx.Done()
 	switch {
 	case done == nil && expired == nil: // a plain receive is cheaper than a select
-		<-w.ready
+		<-w.blk.ready
 		err = w.err
 	case expired == nil:
 		select {
-		case <-w.ready:
+		case <-w.blk.ready:
 			err = w.err
 		case <-done:
 			err = s.abandon(w, ctx.Err())
 		}
 	default:
 		select {
-		case <-w.ready:
+		case <-w.blk.ready:
 			err = w.err
 		case <-done:
 			err = s.abandon(w, ctx.Err())
 		case <-expired:
-			err = s.abandon(w, ErrTimeout)
+			err = s.expire(w)
 		}
 	}
 	if timed {
-		w.timer.Stop()
+		w.blk.timer.Stop()
 	}
 	taken, mark = w.taken, w.mark
 	s.recycle(w)
@@ -402,7 +442,7 @@ func (s *Sema) abandon(w *Waiter, cause error) error {
 	if s.Cancel(w) {
 		return cause
 	}
-	<-w.ready // the signal is on its way, sent after the granter unlocked
+	<-w.blk.ready // the signal is on its way, sent after the granter unlocked
 	switch {
 	case w.taken:
 		return nil
@@ -417,20 +457,63 @@ func (s *Sema) abandon(w *Waiter, cause error) error {
 	return cause
 }
 
+// expire ends the wait of a blocking waiter whose timeout fired: with one last try (see Expire),
+// and nil if it was served, now or as the timer fired — a grant at the deadline stands.
+func (s *Sema) expire(w *Waiter) error {
+	if s.Expire(w) {
+		return ErrTimeout
+	}
+	<-w.blk.ready // the signal is on its way, sent after the granter unlocked
+	if w.taken {
+		return nil
+	}
+	return w.err
+}
+
+// Expire ends the wait of w, queued, at its deadline, with one last try: if w heads the queue
+// and what it waits for is there now — its permits, and the gate's pass (a token due at the
+// deadline) — it is served instead, since the timer that would have served it may fire after
+// w's own. It reports true if w left the queue unserved, as [Sema.Cancel] does; false if it was
+// served, now or before (a callback waiter's fn is called, or a taker runs its owner).
+func (s *Sema) Expire(w *Waiter) bool {
+	s.mu.Lock()
+	if !w.queued {
+		s.mu.Unlock()
+		return false
+	}
+	var woken *Waiter
+	if s.head == w {
+		woken = s.grant()
+	}
+	left := w.queued
+	if left {
+		wasHead := s.head == w
+		s.remove(w)
+		if wasHead {
+			// Requests behind it may fit now, and no Release will wake them.
+			woken = s.grantInto(woken)
+		}
+	}
+	s.mu.Unlock()
+	signal(woken, false)
+	return left
+}
+
 // AcquireFunc requests n permits for w without blocking; w is the caller's, zero or done with.
 // It returns acquired if the permits were taken at once (fn is never called), or a *WeightError
 // for an impossible request (fn is never called). Otherwise w is queued and fn is later called
-// exactly once, without locks held, on the goroutine that served it: with nil when the permits
-// are held, or with a *WeightError when a shrink made the request impossible, or with Close's
-// error. [Sema.Cancel] takes a queued w off the queue.
-func (s *Sema) AcquireFunc(w *Waiter, n int64, fn func(error)) (acquired bool, err error) {
+// exactly once, without locks held, on the goroutine that served it, with w: its error nil when
+// the permits are held, or a *WeightError when a shrink made the request impossible, or Close's
+// error. [Sema.Cancel] takes a queued w off the queue. fn gets w, so that one function (no
+// closure per request) can serve every request: see [Waiter.Owner].
+func (s *Sema) AcquireFunc(w *Waiter, n int64, fn func(w *Waiter, err error)) (acquired bool, err error) {
 	return s.AcquireFuncFor(w, n, nil, fn)
 }
 
 // AcquireFuncFor is AcquireFunc for a request that holds a place for owner: when a
 // [Sema.ReleaseAndTake] serves it, fn is not called — the taker gets owner instead, with the
 // permits.
-func (s *Sema) AcquireFuncFor(w *Waiter, n int64, owner any, fn func(error)) (acquired bool, err error) {
+func (s *Sema) AcquireFuncFor(w *Waiter, n int64, owner any, fn func(w *Waiter, err error)) (acquired bool, err error) {
 	if n < 0 || n > s.capacity.Load() {
 		return false, s.invalid(n)
 	}
@@ -461,6 +544,9 @@ func (s *Sema) TryAcquireFor(w *Waiter, n int64) bool {
 // reported it acquired, or its fn was called with nil.
 func (w *Waiter) Mark() int64 { return w.mark }
 
+// Owner returns the owner w holds a place for (AcquireFuncFor), for its fn.
+func (w *Waiter) Owner() any { return w.owner }
+
 // queue is the locked step of an acquire that found no free permits. It checks the weight again,
 // now that the capacity cannot move; the fast path may only have lost a race, so it tries again
 // under the lock, where the queue is stable; it fails with Close's error once closed; else it
@@ -468,7 +554,7 @@ func (w *Waiter) Mark() int64 { return w.mark }
 // when the request was settled here: taken (err == nil) or refused. A request served while being
 // appended — a Release slipped in before the queue's offset was in place — is settled here too,
 // and its fn is not called.
-func (s *Sema) queue(n int64, w *Waiter, owner any, fn func(error)) (_ *Waiter, mark int64, _ error) {
+func (s *Sema) queue(n int64, w *Waiter, owner any, fn func(*Waiter, error)) (_ *Waiter, mark int64, _ error) {
 	s.mu.Lock()
 	if n > s.capacity.Load() {
 		// A shrink landed after the caller's first check: the request can never be served.
@@ -485,6 +571,10 @@ func (s *Sema) queue(n int64, w *Waiter, owner any, fn func(error)) (_ *Waiter, 
 		err := s.closed
 		s.mu.Unlock()
 		return nil, 0, err
+	}
+	if s.maxWaiting >= 0 && s.waiting.Load() >= s.maxWaiting {
+		s.mu.Unlock()
+		return nil, 0, ErrFull
 	}
 	if w == nil {
 		w = s.node()
@@ -534,7 +624,18 @@ func (s *Sema) Cancel(w *Waiter) bool {
 
 // Release returns n permits and serves the queue in order. It panics if that would leave more
 // permits free than the capacity: more were released than held.
-func (s *Sema) Release(n int64) { s.release(n, false) }
+func (s *Sema) Release(n int64) {
+	// The fast path: one addition, and nobody to serve, nothing to check. (Not small enough to
+	// inline; semaphore's Release is, so a Release costs one call.)
+	if n > 0 && n <= MaxPermits {
+		if word := s.state.Add(n); word >= threshold && word <= s.capacity.Load() && !s.draining.Load() {
+			return
+		}
+		s.released(n, false)
+		return
+	}
+	s.release(n, false)
+}
 
 // ReleaseAndTake is Release that hands work over: if the permits serve a waiter that holds a
 // place for an owner (AcquireFor, AcquireFuncFor), the first such waiter in queue order is not
@@ -562,7 +663,14 @@ func (s *Sema) release(n int64, take bool) (owner any) {
 	if n > MaxPermits {
 		panic("semaphore: released more than held")
 	}
-	avail, queued := decode(s.state.Add(n))
+	s.state.Add(n)
+	return s.released(n, take)
+}
+
+// released is release once n permits are back in the word: it serves the queue, checks an
+// over-release, and tells Drained.
+func (s *Sema) released(n int64, take bool) (owner any) {
+	avail, queued := decode(s.state.Load())
 	suspect := avail > s.capacity.Load()
 	if !queued && !suspect {
 		if s.draining.Load() {
@@ -820,12 +928,12 @@ func signal(woken *Waiter, take bool) (owner any) {
 			owner, take = w.owner, false
 			w.taken = true
 			if w.fn == nil {
-				w.ready <- struct{}{} // AcquireFor returns, taken
+				w.blk.ready <- struct{}{} // AcquireFor returns, taken
 			}
 		} else if w.fn != nil {
-			w.fn(w.err)
+			w.fn(w, w.err)
 		} else {
-			w.ready <- struct{}{}
+			w.blk.ready <- struct{}{}
 		}
 		w = next
 	}
@@ -842,7 +950,7 @@ func (s *Sema) node() *Waiter {
 		s.nfree--
 		return w
 	}
-	return &Waiter{ready: make(chan struct{}, 1)}
+	return &Waiter{blk: &blocking{ready: make(chan struct{}, 1)}}
 }
 
 // pushFree puts a blocking waiter its acquirer is done with on the free list. s.mu is held.

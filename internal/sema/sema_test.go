@@ -17,8 +17,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // record returns a callback for AcquireFunc that appends its id and error to log.
-func record(log *[]string, id string) func(error) {
-	return func(err error) {
+func record(log *[]string, id string) func(*sema.Waiter, error) {
+	return func(_ *sema.Waiter, err error) {
 		if err != nil {
 			*log = append(*log, id+":"+err.Error())
 			return
@@ -30,11 +30,11 @@ func record(log *[]string, id string) func(error) {
 func TestAcquireFuncImmediate(t *testing.T) {
 	s := sema.New(2, true)
 	var w sema.Waiter
-	acquired, err := s.AcquireFunc(&w, 2, func(error) { t.Fatal("fn must not run") })
+	acquired, err := s.AcquireFunc(&w, 2, func(*sema.Waiter, error) { t.Fatal("fn must not run") })
 	require.NoError(t, err)
 	assert.True(t, acquired)
 	assert.Equal(t, int64(0), s.Available())
-	acquired, err = s.AcquireFunc(&w, 3, func(error) { t.Fatal("fn must not run") })
+	acquired, err = s.AcquireFunc(&w, 3, func(*sema.Waiter, error) { t.Fatal("fn must not run") })
 	var we *sema.WeightError
 	require.ErrorAs(t, err, &we)
 	assert.Equal(t, sema.WeightError{N: 3, Capacity: 2}, *we)
@@ -140,7 +140,7 @@ func TestClose(t *testing.T) {
 		// Would have to queue: fails at once.
 		require.ErrorIs(t, s.Acquire(context.Background(), 1), errClosed)
 		var w2 sema.Waiter
-		acquired, err := s.AcquireFunc(&w2, 1, func(error) { t.Fatal("fn must not run") })
+		acquired, err := s.AcquireFunc(&w2, 1, func(*sema.Waiter, error) { t.Fatal("fn must not run") })
 		require.ErrorIs(t, err, errClosed)
 		assert.False(t, acquired)
 		assert.Equal(t, 0, s.Close(errors.New("again")), "a second Close changes nothing")
@@ -283,5 +283,109 @@ func TestDrained(t *testing.T) {
 		s := sema.New(1, true)
 		s.Close(errors.New("closed"))
 		<-s.Drained()
+	})
+}
+
+// clockGate opens at a fixed instant of the bubble's clock, once: a token that comes at open.
+type clockGate struct {
+	open     time.Time
+	passed   int
+	returned []int64
+}
+
+func (g *clockGate) Pass() (time.Duration, int64) {
+	if d := time.Until(g.open); d > 0 {
+		return d, 0
+	}
+	if g.passed > 0 {
+		return time.Hour, 0
+	}
+	g.passed++
+	return 0, 42
+}
+
+func (g *clockGate) Return(mark int64) { g.returned = append(g.returned, mark); g.passed-- }
+
+// A timed wait whose gate opens exactly at its deadline is served, blocking or callback: the
+// wait's expiry makes one last try at the gate, whichever timer fires first. Its mark is the
+// pass's.
+func TestExpiryMakesOneLastTryAtTheGate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for i := range 20 {
+			s := sema.New(1, true)
+			g := &clockGate{open: time.Now().Add(time.Second)}
+			s.SetGate(g)
+			mark, err := s.AcquireMark(t.Context(), 1, true, time.Second)
+			require.NoError(t, err, "round %d", i)
+			assert.Equal(t, int64(42), mark)
+			s.Release(1)
+		}
+		s := sema.New(1, true)
+		g := &clockGate{open: time.Now().Add(time.Second)}
+		s.SetGate(g)
+		var w sema.Waiter
+		served := make(chan error, 1) // the gate's timer or the expiry serves it, on either goroutine
+		acquired, err := s.AcquireFunc(&w, 1, func(_ *sema.Waiter, err error) { served <- err })
+		require.NoError(t, err)
+		require.False(t, acquired)
+		expired := make(chan bool, 1)
+		time.AfterFunc(time.Second, func() { expired <- s.Expire(&w) })
+		require.False(t, <-expired, "served at its deadline, not expired")
+		require.NoError(t, <-served)
+		assert.Equal(t, int64(42), w.Mark())
+		assert.Empty(t, g.returned)
+	})
+}
+
+// Expire of a waiter behind the head takes it off without serving it, and of the head whose
+// permits are not there, serves those behind it that fit.
+func TestExpireLeavesTheQueue(t *testing.T) {
+	s := sema.New(2, true)
+	require.NoError(t, s.Acquire(t.Context(), 2))
+	var big, small sema.Waiter
+	var got []string
+	_, err := s.AcquireFunc(&big, 2, record(&got, "big"))
+	require.NoError(t, err)
+	_, err = s.AcquireFunc(&small, 1, record(&got, "small"))
+	require.NoError(t, err)
+	s.Release(1)
+	assert.Empty(t, got, "small waits behind big")
+	assert.True(t, s.Expire(&big), "big's two permits are not there")
+	assert.Equal(t, []string{"small"}, got, "small is served as big leaves")
+	assert.False(t, s.Expire(&small), "served already")
+	assert.False(t, s.Expire(&big), "gone already")
+	s.Release(2)
+	assert.Equal(t, int64(2), s.Available())
+}
+
+// SetMaxWaiting bounds the queue exactly: a request that would be one more fails with ErrFull at
+// once, blocking or callback; one that finds free permits is not a waiter and is served.
+func TestSetMaxWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := sema.New(1, true)
+		s.SetMaxWaiting(2)
+		require.NoError(t, s.Acquire(t.Context(), 1))
+		var a, b, c sema.Waiter
+		var got []string
+		_, err := s.AcquireFunc(&a, 1, record(&got, "a"))
+		require.NoError(t, err)
+		_, err = s.AcquireFunc(&b, 1, record(&got, "b"))
+		require.NoError(t, err)
+		_, err = s.AcquireFunc(&c, 1, record(&got, "c"))
+		require.ErrorIs(t, err, sema.ErrFull)
+		require.ErrorIs(t, s.Acquire(t.Context(), 1), sema.ErrFull)
+		assert.Equal(t, 2, s.Waiting())
+		require.True(t, s.Cancel(&b))
+		_, err = s.AcquireFunc(&c, 1, record(&got, "c"))
+		require.NoError(t, err, "a place came free")
+		s.Release(1)
+		s.Release(1)
+		assert.Equal(t, []string{"a", "c"}, got)
+		s.Release(1)
+		assert.Equal(t, int64(1), s.Available())
+		z := sema.New(1, true)
+		z.SetMaxWaiting(0)
+		require.NoError(t, z.Acquire(t.Context(), 1), "free permits: no waiting")
+		require.ErrorIs(t, z.AcquireTimeout(t.Context(), 1, time.Hour), sema.ErrFull, "nothing ever waits")
 	})
 }

@@ -134,8 +134,9 @@ type Meter struct {
 }
 
 // New returns a Meter that starts at limit and moves sink, which must already be at limit. If c
-// is an [adaptive.Starter], the Meter uses c.Start(limit), so a misconfigured controller panics
-// here. It panics if c or sink is nil or limit is below 1.
+// is [adaptive.Bounded], limit is first clamped into its bounds and sink moved there (see
+// [Start]); if c is an [adaptive.Starter], the Meter uses c.Start with that limit. A
+// misconfigured controller panics here. It panics if c or sink is nil or limit is below 1.
 func New(c adaptive.Controller, limit int, sink Capacity, cfg Config) *Meter {
 	if c == nil {
 		panic("window: New: nil controller")
@@ -145,6 +146,10 @@ func New(c adaptive.Controller, limit int, sink Capacity, cfg Config) *Meter {
 	}
 	if limit < 1 {
 		panic(fmt.Sprintf("window: New: limit must be at least 1, got %d", limit))
+	}
+	if start := Start(c, limit); start != limit {
+		limit = start
+		sink.SetCapacity(int64(limit))
 	}
 	if s, ok := c.(adaptive.Starter); ok {
 		c = s.Start(limit)
@@ -165,6 +170,16 @@ func New(c adaptive.Controller, limit int, sink Capacity, cfg Config) *Meter {
 	m.limit.Store(int64(limit))
 	m.start = m.now()
 	return m
+}
+
+// Start returns the limit a limiter given limit starts at under c: limit clamped into c's
+// bounds if c is [adaptive.Bounded], else limit.
+func Start(c adaptive.Controller, limit int) int {
+	if b, ok := c.(adaptive.Bounded); ok {
+		lo, hi := b.Bounds()
+		return min(max(limit, lo), hi)
+	}
+	return limit
 }
 
 // now is the time since m's base, as Mark.at: never 0.

@@ -45,6 +45,12 @@ func (a AIMD) Update(w Window) int {
 	return c.b.clamp(c.step(w, c.b.limitOf(w)))
 }
 
+// Bounds returns a's [Min, Max], defaults applied (see [Bounded]). It panics if a is invalid.
+func (a AIMD) Bounds() (min, max int) {
+	c := a.checked()
+	return c.b.lo, c.b.hi
+}
+
 // Start returns an AIMD controller for one limiter, starting from limit in slow start. It
 // panics if a is invalid.
 func (a AIMD) Start(limit int) Controller { return a.checked() }

@@ -28,6 +28,15 @@ type Starter interface {
 	Start(limit int) Controller
 }
 
+// A Bounded controller keeps the limit within [Min, Max]. A limiter clamps its starting limit
+// into them before it starts the controller (see [Starter]), so that it never runs more calls at
+// once than Max allows, nor fewer than Min, even before the first window closes. Bounds returns
+// the bounds with their defaults applied, and panics, as Start does, if they are invalid.
+// [AIMD], [Vegas] and [Gradient] are Bounded.
+type Bounded interface {
+	Bounds() (min, max int)
+}
+
 // A Window summarizes the calls that ended since the previous window closed. A limiter closes
 // a window when a sampled call ends and finds it at least 100 ms old (and as old as the last
 // window's median RTT) with at least 32 samples (drops included; at small limits one per slot,

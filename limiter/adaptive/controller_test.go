@@ -164,3 +164,22 @@ func TestWindowMethods(t *testing.T) {
 }
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// The built-ins are Bounded, with their defaults applied and their validation shared with Start.
+func TestBuiltinsAreBounded(t *testing.T) {
+	for _, tt := range []struct {
+		c      adaptive.Bounded
+		lo, hi int
+	}{
+		{adaptive.AIMD{}, adaptive.DefaultMin, adaptive.DefaultMax},
+		{adaptive.AIMD{Min: 4, Max: 9}, 4, 9},
+		{adaptive.Vegas{Max: 5}, 1, 5},
+		{adaptive.Vegas{Min: 2000}, 2000, 2000},
+		{adaptive.Gradient{Min: 3, Max: 30}, 3, 30},
+	} {
+		lo, hi := tt.c.Bounds()
+		assert.Equal(t, [2]int{tt.lo, tt.hi}, [2]int{lo, hi}, "%#v", tt.c)
+	}
+	assert.Panics(t, func() { adaptive.Gradient{Min: 5, Max: 2}.Bounds() })
+	assert.Panics(t, func() { adaptive.AIMD{Backoff: 2}.Bounds() })
+}

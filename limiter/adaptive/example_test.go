@@ -206,3 +206,15 @@ func ExampleGradient_Start() {
 	fmt.Println(c.Update(window(30)))
 	// Output: 30
 }
+
+// The built-ins are Bounded: a limiter clamps its starting limit into their range.
+func ExampleBounded() {
+	for _, c := range []adaptive.Bounded{adaptive.AIMD{Max: 5}, adaptive.Vegas{Min: 4, Max: 40}, adaptive.Gradient{}} {
+		lo, hi := c.Bounds()
+		fmt.Println(lo, hi)
+	}
+	// Output:
+	// 1 5
+	// 4 40
+	// 1 1000
+}

@@ -60,6 +60,12 @@ const smallWindow = 24
 // invalid.
 func (g Gradient) Update(w Window) int { return g.Start(w.Limit).Update(w) }
 
+// Bounds returns g's [Min, Max], defaults applied (see [Bounded]). It panics if g is invalid.
+func (g Gradient) Bounds() (min, max int) {
+	b := newBounds("Gradient", g.Min, g.Max)
+	return b.lo, b.hi
+}
+
 // Start returns a Gradient controller with state of its own, starting from limit. It panics if
 // g is invalid.
 func (g Gradient) Start(limit int) Controller {

@@ -46,6 +46,12 @@ type Vegas struct {
 // Update returns the limit after w, from a fresh state: see [Vegas]. It panics if v is invalid.
 func (v Vegas) Update(w Window) int { return v.Start(w.Limit).Update(w) }
 
+// Bounds returns v's [Min, Max], defaults applied (see [Bounded]). It panics if v is invalid.
+func (v Vegas) Bounds() (min, max int) {
+	b := newBounds("Vegas", v.Min, v.Max)
+	return b.lo, b.hi
+}
+
 // Start returns a Vegas controller with state of its own, starting from limit. It panics if v
 // is invalid.
 func (v Vegas) Start(limit int) Controller {

@@ -81,29 +81,33 @@ func (s *Scope) Go(fn func(context.Context) error) *Subtask {
 		select {
 		case s.slots <- struct{}{}:
 		default:
-			if s.ins != nil {
-				s.ins.Blocked(1)
-			}
+			// Counted in as blocked until it has its slot, as scope does.
+			s.ins.ForkBlocked(&st.node)
 			select {
 			case s.slots <- struct{}{}:
+				s.ins.Unblock()
+				if s.inner.Err() == nil {
+					s.wg.Add(1)
+					go st.run()
+					return st
+				}
+				<-s.slots
 			case <-s.inner.Done():
+				s.ins.Unblock()
 			}
-			if s.ins != nil {
-				s.ins.Blocked(-1)
-			}
+			s.ins.Done(registry.Running{}, registry.Cancelled)
+			st.err = context.Cause(s.inner)
+			close(st.done)
+			return st
 		}
 	}
 	if s.inner.Err() != nil {
-		if s.ins != nil {
-			s.ins.Refuse(registry.Cancelled)
-		}
+		s.ins.Refuse(registry.Cancelled)
 		st.err = context.Cause(s.inner)
 		close(st.done)
 		return st
 	}
-	if s.ins != nil {
-		s.ins.Fork(&st.node, fn)
-	}
+	s.ins.Fork(&st.node)
 	s.wg.Add(1)
 	go st.run()
 	return st
@@ -111,10 +115,7 @@ func (s *Scope) Go(fn func(context.Context) error) *Subtask {
 
 func (st *Subtask) run() {
 	s := st.s
-	var r registry.Region
-	if s.ins != nil {
-		r = s.ins.Enter(&st.node)
-	}
+	r := s.ins.Enter(&st.node, st.fn)
 	err := st.fn(s.ctx)
 	o := registry.Succeeded
 	switch {
@@ -130,10 +131,7 @@ func (st *Subtask) run() {
 		s.cancel(err)
 	}
 	st.err = err
-	if s.ins != nil {
-		s.ins.Done(&st.node, o)
-	}
-	r.End()
+	s.ins.Done(r, o)
 	if s.slots != nil {
 		<-s.slots
 	}
