@@ -65,6 +65,7 @@ func TestBackend(t *testing.T, h Harness) {
 		{"Crash", k.crash, nil},
 		{"DeadWaiter", k.deadWaiter, nil},
 		{"FIFO", k.fifo, nil},
+		{"TokensUnique", k.tokensUnique, nil},
 		{"ReleaseByLease", k.releaseByLease, nil},
 		{"WakeUp", k.wakeUp, nil},
 		{"RoundTrips", k.roundTrips, nil},
@@ -319,6 +320,65 @@ func (k *kit) fifo(t *testing.T) {
 	}
 	if !slices.IsSorted(tokens) {
 		t.Errorf("granted out of arrival order: tokens %v", tokens)
+	}
+}
+
+// tokensUnique: leases granted in one call each get a token of their own — here a queued
+// request that asks again once the holder's leases have expired is granted, and the same call
+// grants the two requests queued behind it (pushed). (regression: the Redis backend answered
+// its asker with the token of the last lease it pushed: two holders with one fencing token.)
+func (k *kit) tokensUnique(t *testing.T) {
+	name := k.name(t)
+	holder, kill := k.process(t, name, 3)
+	warm(t, holder)
+	for range 3 {
+		acquire(t, holder, 1)
+	}
+	b := k.h.Process(t)
+	pushed := make(chan fleetdriver.Lease, 8)
+	stop, err := b.Subscribe(t.Context(), name, "tu", func(l fleetdriver.Lease) {
+		if l.ID != "" {
+			pushed <- l
+		}
+	})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	defer stop()
+	req := func(i int) fleetdriver.AcquireRequest {
+		return fleetdriver.AcquireRequest{Name: name, Lease: fleetdriver.Lease{ID: fmt.Sprintf("tu.%d", i), N: 1, Capacity: 3},
+			TTL: TTL, Wait: true, Heartbeat: time.Minute, Push: true}
+	}
+	for i := 1; i <= 3; i++ {
+		if rep, err := b.Acquire(t.Context(), req(i)); err != nil || rep.Granted {
+			t.Fatalf("request %d on a full name: %+v, %v", i, rep, err)
+		}
+	}
+	kill() // its leases expire within a TTL, and nothing grants the queue until it is asked
+	var rep fleetdriver.AcquireReply
+	for deadline := time.Now().Add(10 * TTL); !rep.Granted; time.Sleep(TTL / 20) {
+		if time.Now().After(deadline) {
+			t.Fatal("the queue's head never granted")
+		}
+		if rep, err = b.Acquire(t.Context(), req(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokens := map[uint64]string{rep.Token: "tu.1"}
+	for range 2 {
+		select {
+		case g := <-pushed:
+			if other, dup := tokens[g.Token]; dup {
+				t.Errorf("token %d granted to %s and %s", g.Token, other, g.ID)
+			}
+			tokens[g.Token] = g.ID
+		case <-time.After(10 * TTL):
+			t.Fatalf("the requests behind the head were never granted (tokens so far %v)", tokens)
+		}
+	}
+	leases := []fleetdriver.Lease{req(1).Lease, req(2).Lease, req(3).Lease}
+	if _, err := b.Release(t.Context(), fleetdriver.ReleaseRequest{Name: name, Leases: leases}); err != nil {
+		t.Fatal(err)
 	}
 }
 

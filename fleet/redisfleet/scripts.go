@@ -223,9 +223,10 @@ local function ask(st, now, member, ttl, wait, hb, push, seen)
   end
   local function grant()
     st.tok = math.max(st.tok + 1, now)
+    local tok = st.tok -- (heads draws the tokens of the grants it pushes after it)
     lease(st, member, n, exp)
     heads(st, now, nil)
-    return reply(1, st.tok)
+    return reply(1, tok)
   end
   if redis.call('ZSCORE', L, member) then return grant() end -- repeated after a lost reply or push
   local queued = st.nq > 0 and redis.call('ZSCORE', Q, member)
