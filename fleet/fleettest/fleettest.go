@@ -65,6 +65,7 @@ func TestBackend(t *testing.T, h Harness) {
 		{"Crash", k.crash, nil},
 		{"DeadWaiter", k.deadWaiter, nil},
 		{"FIFO", k.fifo, nil},
+		{"Behind", k.behind, nil},
 		{"TokensUnique", k.tokensUnique, nil},
 		{"ReleaseByLease", k.releaseByLease, nil},
 		{"WakeUp", k.wakeUp, nil},
@@ -320,6 +321,80 @@ func (k *kit) fifo(t *testing.T) {
 	}
 	if !slices.IsSorted(tokens) {
 		t.Errorf("granted out of arrival order: tokens %v", tokens)
+	}
+}
+
+// behind: a request that names the waiters behind its asker in their process queues them in that
+// order, right behind it, before a request that comes later from another process; they are granted
+// in that order as permits free (the grants pushed to the asker's instance, each with its own
+// token), and asked about again they are answered with their grants.
+func (k *kit) behind(t *testing.T) {
+	name := k.name(t)
+	holder, _ := k.process(t, name, 3)
+	warm(t, holder)
+	p := acquire(t, holder, 3)
+	b := k.h.Process(t)
+	pushed := make(chan fleetdriver.Lease, 16)
+	stop, err := b.Subscribe(t.Context(), name, "bk", func(l fleetdriver.Lease) {
+		if l.ID != "" {
+			pushed <- l
+		}
+	})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	defer stop()
+	lease := func(i int) fleetdriver.Lease {
+		return fleetdriver.Lease{ID: fmt.Sprintf("bk.%d", i), N: 1, Capacity: 3}
+	}
+	req := fleetdriver.AcquireRequest{Name: name, Lease: lease(1), TTL: TTL, Wait: true, Heartbeat: time.Minute,
+		Push: true, Behind: []fleetdriver.Lease{lease(2), lease(3)}}
+	rep, err := b.Acquire(t.Context(), req)
+	if err != nil || rep.Granted || len(rep.Behind) != 2 || rep.Behind[0] != 0 || rep.Behind[1] != 0 || rep.Queued != 3 {
+		t.Fatalf("three queued behind a full name: %+v, %v", rep, err)
+	}
+	late, _ := k.process(t, name, 3)
+	before := late.Stats().RoundTrips
+	got := acquireAsync(t.Context(), late, 1)
+	queued(t, late, before)
+	p.Release()
+	var tokens []uint64
+	for i := 1; i <= 3; i++ {
+		select {
+		case g := <-pushed:
+			if g.ID != lease(i).ID || g.Token == 0 {
+				t.Fatalf("grant %d pushed: %+v, want %s first", i, g, lease(i).ID)
+			}
+			tokens = append(tokens, g.Token)
+		case <-time.After(10 * TTL):
+			t.Fatalf("grant %d never pushed", i)
+		}
+	}
+	if !slices.IsSorted(tokens) || tokens[0] == tokens[2] {
+		t.Errorf("tokens %v: not one each, in order", tokens)
+	}
+	select {
+	case r := <-got:
+		t.Fatalf("a later request passed the waiters named before it: %v %v", r.p, r.err)
+	case <-time.After(TTL / 4):
+	}
+	again, err := b.Acquire(t.Context(), req)
+	if err != nil || !again.Granted || len(again.Behind) != 2 || again.Behind[0] == 0 || again.Behind[1] == 0 {
+		t.Errorf("asked again after their grants: %+v, %v", again, err)
+	}
+	if _, err := b.Release(t.Context(), fleetdriver.ReleaseRequest{Name: name, Leases: []fleetdriver.Lease{lease(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.p.Token() <= tokens[2] {
+		t.Errorf("token %d after %v", r.p.Token(), tokens)
+	}
+	r.p.Release()
+	if _, err := b.Release(t.Context(), fleetdriver.ReleaseRequest{Name: name, Leases: []fleetdriver.Lease{lease(2), lease(3)}}); err != nil {
+		t.Fatal(err)
 	}
 }
 
