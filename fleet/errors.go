@@ -57,3 +57,8 @@ func ctxErr(ctx context.Context) error {
 	}
 	return err
 }
+
+// errBehind is a backend's answer to a request's Behind of the wrong length.
+func errBehind(got, want int) error {
+	return fmt.Errorf("fleet: backend answered %d requests behind the asker for %d", got, want)
+}

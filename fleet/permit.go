@@ -17,9 +17,12 @@ type Permit struct {
 	lease    fleetdriver.Lease // ID, N, Token fixed; Epoch guarded by s.mu
 	degraded bool              // granted without a lease (it may have registered as one since)
 	fromDegr bool              // holds N of the Semaphore's Degrade permits until it ends
-	gaveDegr atomic.Bool
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
+	// forWaiter: granted to a waiter behind the head and held for it (see line.go), not yet
+	// handed to it. Guarded by s.mu.
+	forWaiter bool
+	gaveDegr  atomic.Bool
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
 	// deadline is when the holder stops believing in its lease unless a renewal comes back: a
 	// time before the grant (or the send time of the last successful renewal) plus the TTL, so
 	// never later than the backend's expiry. Guarded by s.mu.

@@ -42,30 +42,24 @@ type Semaphore struct {
 	cfg      config
 	inst     string // this Semaphore's instance: the prefix of its lease IDs, unique across the fleet
 
-	// turn has one permit: its holder is the head of this process's queue, the one Acquire
-	// that talks to the backend. Everyone else waits in turn's FIFO queue.
-	turn *sema.Sema
 	// degr holds the permits of Degrade(n), granted while the backend is unreachable. A degraded
 	// grant also needs room beside the leases still held (see fallback).
 	degr *sema.Sema
 
 	seq     atomic.Uint64
 	waiting atomic.Int64
-	// asking is the lease ID the head waits on; grants pushed for it go to grant. Only the head
-	// (the holder of turn) stores a non-nil ID, so grant has one reader at a time.
-	asking  atomic.Pointer[string]
-	grant   chan fleetdriver.Lease // pushed grants (and zero Leases: "ask again") for the head
-	kick    chan struct{}          // one token: the worker has something to do
-	closing chan struct{}          // closed by Close
-	stopped chan struct{}          // closed when the worker has returned
-	isDone  atomic.Bool            // Close has begun
-	epoch   atomic.Int64           // the backend epoch last seen; 0 before the first reply
-	seen    atomic.Uint64          // the largest token seen: the backend's new tokens are larger
-	longest atomic.Int64           // the longest lease TTL the backend says is in use for the name (ns)
-	paused  atomic.Int64           // unix ns until which the backend admits nothing new (after a loss)
-	pauseAt atomic.Int64           // the epoch whose pause was logged: one line per pause
-	// rider is a head's first request waiting to go out with this process's next release (see
-	// ride); contended says the last answer found the name full or queued, so a head rides.
+	nudge   chan struct{} // one token: the head should look again (new waiters, missed grants)
+	kick    chan struct{} // one token: the worker has something to do
+	closing chan struct{} // closed by Close
+	stopped chan struct{} // closed when the worker has returned
+	isDone  atomic.Bool   // Close has begun
+	epoch   atomic.Int64  // the backend epoch last seen; 0 before the first reply
+	seen    atomic.Uint64 // the largest token seen: the backend's new tokens are larger
+	longest atomic.Int64  // the longest lease TTL the backend says is in use for the name (ns)
+	paused  atomic.Int64  // unix ns until which the backend admits nothing new (after a loss)
+	pauseAt atomic.Int64  // the epoch whose pause was logged: one line per pause
+	// rider is a head's request waiting to go out with this process's next release (see ride);
+	// contended says the last answer found the name full or queued, so a head rides.
 	rider     atomic.Pointer[ride]
 	contended atomic.Bool
 
@@ -74,6 +68,10 @@ type Semaphore struct {
 
 	mu        sync.Mutex
 	closed    bool
+	line      []*waiter            // this process's Acquires, in arrival order: see line.go
+	byID      map[string]*waiter   // the waiter of each entry of the line, by lease ID
+	missed    bool                 // grants may have been missed: the head names every waiter
+	lookAt    time.Time            // when the backend said to look again at the latest
 	leases    map[string]*Permit   // live leased permits by lease ID; renewed together
 	degraded  map[*Permit]struct{} // live permits granted without a lease, not yet registered
 	held      int64                // summed weight of the two sets above
@@ -97,24 +95,6 @@ type pendingRelease struct {
 	lease fleetdriver.Lease
 	until time.Time
 }
-
-// A ride is a head's first request, waiting (at most rideWait) to go to the backend with this
-// process's next release: under contention a permit then costs one round trip, its release,
-// which also queues the next local waiter, instead of two. It never passes anyone: the release
-// grants the heads queued before it first, and the ride joins the queue's tail after them.
-type ride struct {
-	req  fleetdriver.AcquireRequest
-	done chan rideResult // one answer, from the release that took it
-}
-
-type rideResult struct {
-	rep  fleetdriver.AcquireReply
-	err  error
-	sent time.Time
-}
-
-// rideWait bounds how long a head waits for a release to ride on before it asks by itself.
-const rideWait = 2 * time.Millisecond
 
 // queueHeartbeat is how long a queue entry lives on the backend unless its head asks again; the
 // head asks every fifth of it (askEvery). It bounds how long a dead process's waiter holds up the fleet's
@@ -156,11 +136,11 @@ func New(b Backend, name string, capacity int64, opts ...Option) *Semaphore {
 		capacity:  capacity,
 		cfg:       c,
 		inst:      instanceID(),
-		turn:      sema.New(1, true),
-		grant:     make(chan fleetdriver.Lease, 4),
+		nudge:     make(chan struct{}, 1),
 		kick:      make(chan struct{}, 1),
 		closing:   make(chan struct{}),
 		stopped:   make(chan struct{}),
+		byID:      make(map[string]*waiter),
 		leases:    make(map[string]*Permit),
 		degraded:  make(map[*Permit]struct{}),
 		leaseGone: make(chan struct{}),
@@ -213,6 +193,9 @@ func checkName(op, name string) {
 	}
 }
 
+// nextSeq returns the next lease sequence number of this Semaphore, as text.
+func (s *Semaphore) nextSeq() string { return strconv.FormatUint(s.seq.Add(1), 36) }
+
 // instanceID returns 16 random hex digits: lease IDs start with it, so that they are unique
 // across every process of the fleet and every restart of each.
 func instanceID() string {
@@ -222,7 +205,7 @@ func instanceID() string {
 }
 
 func (s *Semaphore) check(op string) {
-	if s == nil || s.turn == nil {
+	if s == nil || s.byID == nil {
 		panic("fleet: " + op + ": zero Semaphore; use New")
 	}
 }
@@ -314,296 +297,27 @@ func (s *Semaphore) acquire(ctx context.Context, op string, n int64, timed bool,
 	if s.health.skip() {
 		return s.fallback(w, nil)
 	}
-	if w.tryOnce {
-		if !s.turn.TryAcquire(1) {
-			return nil, ErrTimeout
-		}
-	} else if err := s.turn.Acquire(w.wctx, 1); err != nil {
-		return nil, w.err(err)
+	me := s.join(w)
+	if me == nil { // a wait that may not queue, and the line is not empty
+		return nil, ErrTimeout
 	}
-	defer s.turn.Release(1)
+	defer s.leave(me)
+	select {
+	case <-me.head:
+	case <-w.wctx.Done():
+		return nil, w.err(nil)
+	case <-s.closing:
+		return nil, ErrClosed
+	}
+	if p, ok := s.takeOrAsk(me); ok { // granted while it waited behind the head
+		return p, nil
+	}
 	// The backend may have gone down while we waited for our turn. (If it was down before, this
 	// call won the probe: it must go on and ask.)
 	if !wasDown && s.health.skip() {
 		return s.fallback(w, nil)
 	}
-	for {
-		p, again, err := s.ask(w)
-		if !again {
-			return p, err
-		}
-	}
-}
-
-// ask is the head's conversation with the backend: it asks for a lease, and while the lease is
-// queued, waits for its grant (pushed by the call that frees the permits), for the time the
-// backend said to ask again (the next expiry, and at least every third of the queue heartbeat,
-// which keeps its place alive), or for the end of the wait. again means the grant came with its
-// lease already expired (given back): ask once more with a new lease.
-func (s *Semaphore) ask(w *wait) (p *Permit, again bool, err error) {
-	lease := fleetdriver.Lease{ID: s.inst + "." + strconv.FormatUint(s.seq.Add(1), 36), N: w.n, Capacity: s.capacity}
-	s.drainGrants()
-	// Listen for our ID before the first request goes out: the backend may grant us the moment
-	// it has queued us, before its reply is back.
-	s.asking.Store(&lease.ID)
-	defer s.asking.Store(nil)
-	req := fleetdriver.AcquireRequest{Name: s.name, Lease: lease, TTL: s.cfg.ttl, Wait: !w.tryOnce, Heartbeat: queueHeartbeat}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	// safe is a time before any grant of this lease: the send time of the first request (the
-	// entry did not exist before), then of the latest request the backend answered "not
-	// granted". A grant's lease expires on the backend a TTL after the grant, so the holder's
-	// deadline counted from safe is never later than the backend's.
-	var safe time.Time
-	for first := true; ; first = false {
-		req.Push, req.Seen, req.LongestTTL = s.subscribed(), s.seen.Load(), time.Duration(s.longest.Load())
-		bctx, cancel := w.wctx, context.CancelFunc(func() {})
-		if w.tryOnce { // no wait of its own: bounded like a background call
-			bctx, cancel = context.WithTimeout(w.ctx, s.health.probe)
-		}
-		var rep fleetdriver.AcquireReply
-		var err error
-		var sent time.Time
-		rode := false
-		if first && s.mayRide(w) {
-			rode, rep, sent, err = s.rideOut(w, req)
-			if rode && err != nil { // the release failed: whether the request got there or not, ask
-				rode = false
-			}
-		}
-		if !rode {
-			sent = time.Now()
-			s.count.roundTrips.Add(1)
-			rep, err = s.b.Acquire(bctx, req)
-		}
-		cancel()
-		if first {
-			safe = sent
-		}
-		if err != nil {
-			s.abandon(lease) // it may have reached the backend: a lease or a queue entry
-			if w.ctx.Err() != nil || w.wctx.Err() != nil {
-				return nil, false, w.err(nil)
-			}
-			s.failed(err)
-			p, err := s.fallback(w, err)
-			return p, false, err
-		}
-		s.ok()
-		s.see(rep.Epoch, rep.Paused, rep.Pause, rep.LongestTTL, rep.Token, true)
-		s.contended.Store(!rep.Granted || rep.Queued > 0 || rep.Free <= 0)
-		if rep.Granted {
-			lease.Token, lease.Epoch = rep.Token, rep.Epoch
-			if first { // granted in this call, which the backend received after sent
-				safe = sent
-			}
-			return s.granted(w, lease, safe)
-		}
-		if w.tryOnce { // it was not queued
-			return nil, false, ErrTimeout
-		}
-		safe = sent
-		if !req.Push && s.subscribe(w.wctx) {
-			continue // from now on grants are pushed to us: say so, and look again
-		}
-		wait := min(max(rep.RetryIn, 100*time.Microsecond), askEvery)
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-	listen:
-		select {
-		case g := <-s.grant:
-			switch g.ID {
-			case lease.ID:
-				s.see(g.Epoch, 0, fleetdriver.PauseNone, 0, g.Token, false)
-				lease.Token, lease.Epoch = g.Token, g.Epoch
-				return s.granted(w, lease, safe)
-			case "": // grants may have been missed: ask again
-			default: // an earlier head's
-				s.stray(g)
-				goto listen
-			}
-		case <-timer.C:
-		case <-w.wctx.Done():
-			s.abandon(lease)
-			return nil, false, w.err(nil)
-		case <-s.closing:
-			s.abandon(lease)
-			return nil, false, ErrClosed
-		}
-	}
-}
-
-// mayRide reports whether a head's first request should ride on a release: the name was found
-// full or queued (so the request would wait anyway), and this process holds leases, so a release
-// will come. (Riding while the name has room would leave that room unused until a release came:
-// measured, one process of 40 callers then got 6 % of its capacity's rate instead of 48 %.)
-func (s *Semaphore) mayRide(w *wait) bool {
-	if w.tryOnce || !s.contended.Load() {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.leased > 0 && !s.closed
-}
-
-// rideOut offers req to this process's next release for up to rideWait, and reports whether a
-// release took it, with the answer. Not taken (no release came in time, or the wait ended), the
-// head asks by itself.
-func (s *Semaphore) rideOut(w *wait, req fleetdriver.AcquireRequest) (bool, fleetdriver.AcquireReply, time.Time, error) {
-	r := &ride{req: req, done: make(chan rideResult, 1)}
-	if !s.rider.CompareAndSwap(nil, r) {
-		return false, fleetdriver.AcquireReply{}, time.Time{}, nil
-	}
-	t := time.NewTimer(rideWait)
-	defer t.Stop()
-	select {
-	case res := <-r.done:
-		return true, res.rep, res.sent, res.err
-	case <-t.C:
-	case <-w.wctx.Done():
-	case <-s.closing:
-	}
-	if s.rider.CompareAndSwap(r, nil) {
-		return false, fleetdriver.AcquireReply{}, time.Time{}, nil
-	}
-	res := <-r.done // a release took it a moment ago: its answer is on the way
-	return true, res.rep, res.sent, res.err
-}
-
-// drainGrants gives back grants left in the channel by an earlier head that stopped listening.
-func (s *Semaphore) drainGrants() {
-	for {
-		select {
-		case g := <-s.grant:
-			if g.ID != "" {
-				s.stray(g)
-			}
-		default:
-			return
-		}
-	}
-}
-
-// onGrant is the subscription's callback: it hands the head its pushed grant, or gives back a
-// grant that nobody waits for any more (its asker left). It never blocks.
-func (s *Semaphore) onGrant(g fleetdriver.Lease) {
-	if g.ID == "" {
-		// The subscription was made again, after a reconnect: the backend may have restarted and
-		// lost its data, so held leases renew (and register again) now rather than at their time.
-		s.mu.Lock()
-		if len(s.leases) > 0 {
-			s.renewNow = true
-			s.kickLocked()
-		}
-		s.mu.Unlock()
-	}
-	if p := s.asking.Load(); g.ID == "" || (p != nil && *p == g.ID) {
-		select {
-		case s.grant <- g:
-			return
-		default:
-		}
-		if g.ID == "" {
-			return
-		}
-	}
-	s.stray(g)
-}
-
-// stray handles a pushed grant that no head took: if its head learned of it from a reply and
-// holds it as a permit, nothing; else nobody wants it, and it is given back.
-func (s *Semaphore) stray(g fleetdriver.Lease) {
-	s.mu.Lock()
-	_, held := s.leases[g.ID]
-	s.mu.Unlock()
-	if !held {
-		s.abandon(g)
-	}
-}
-
-// subscribed reports whether grants are pushed to this Semaphore.
-func (s *Semaphore) subscribed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.unsub != nil
-}
-
-// subscribe makes the grant subscription if there is none yet, and reports whether it made one
-// now. Only the head calls it. A failed attempt is not repeated within a probe interval; the
-// head still asks again at the times the backend gives, and learns of its grant then.
-func (s *Semaphore) subscribe(ctx context.Context) bool {
-	s.mu.Lock()
-	if s.unsub != nil || s.closed || (!s.subFailed.IsZero() && time.Since(s.subFailed) < s.health.probe) {
-		s.mu.Unlock()
-		return false
-	}
-	s.mu.Unlock()
-	sctx, cancel := context.WithTimeout(ctx, s.cfg.ttl/3)
-	s.count.roundTrips.Add(1)
-	stop, err := s.b.Subscribe(sctx, s.name, s.inst, s.onGrant)
-	cancel()
-	s.mu.Lock()
-	if err != nil {
-		if ctx.Err() == nil { // the backend's failure, not the end of this caller's wait
-			s.subFailed = time.Now()
-		}
-		s.mu.Unlock()
-		return false
-	}
-	if s.closed {
-		s.mu.Unlock()
-		stop()
-		return false
-	}
-	s.unsub = stop
-	s.mu.Unlock()
-	return true
-}
-
-// granted turns a granted lease into a live Permit. Its deadline counts the TTL from safe (see
-// ask); a grant whose lease has expired by then is given back and asked for again, and one that
-// came after the wait ended, or after Close, is given back.
-func (s *Semaphore) granted(w *wait, lease fleetdriver.Lease, safe time.Time) (*Permit, bool, error) {
-	deadline := safe.Add(s.cfg.ttl)
-	if !time.Now().Before(deadline) {
-		s.abandon(lease)
-		if w.wctx.Err() != nil || w.tryOnce {
-			return nil, false, w.err(nil)
-		}
-		return nil, true, nil
-	}
-	p := newPermit(s, lease, false)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		s.releaseNow([]fleetdriver.Lease{lease})
-		p.cancel(errCloseLost)
-		return nil, false, ErrClosed
-	}
-	p.deadline = deadline
-	s.leases[lease.ID] = p
-	s.held += lease.N
-	s.leased += lease.N
-	// Renew no later than a third of the TTL after safe: a pushed grant's deadline may be
-	// nearer than a fresh one's.
-	if at := safe.Add(s.cfg.ttl / 3); s.nextRenew.IsZero() || at.Before(s.nextRenew) {
-		s.nextRenew = at
-		s.kickLocked()
-	}
-	if s.watchAt.IsZero() || p.deadline.Before(s.watchAt) {
-		s.watchAt = p.deadline
-		s.watch.Reset(time.Until(p.deadline))
-	}
-	s.mu.Unlock()
-	s.count.acquired.Add(1)
-	return p, false, nil
+	return s.ask(w, me)
 }
 
 // fallback is what Acquire does when the backend cannot be reached (cause, or the last failure
@@ -707,21 +421,33 @@ func (s *Semaphore) releaseNow(leases []fleetdriver.Lease) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ttl/3)
 	defer cancel()
 	req := fleetdriver.ReleaseRequest{Name: s.name, Leases: leases}
+	var named []*entry
 	r := s.rider.Swap(nil)
-	if r != nil {
-		req.Then = &r.req
+	if r != nil { // built now, so that it names every waiter that arrived while it waited
+		then, n := s.request(r.me, r.w, false)
+		req.Then, named = &then, n
 	}
 	sent := time.Now()
 	s.count.roundTrips.Add(1)
 	rep, err := s.b.Release(ctx, req)
+	if err == nil && r != nil && len(rep.Then.Behind) != len(req.Then.Behind) {
+		err = errBehind(len(rep.Then.Behind), len(req.Then.Behind))
+	}
 	if r != nil {
-		r.done <- rideResult{rep: rep.Then, err: err, sent: sent}
+		if err != nil {
+			s.unlist(named)
+		}
+		r.done <- rideResult{named: named, rep: rep.Then, err: err, sent: sent}
 	}
 	if err != nil {
 		s.failed(err)
 		return err
 	}
 	s.ok()
+	if r == nil {
+		// A release that leaves room lets the next head ask at once rather than ride.
+		s.contended.Store(rep.Queued > 0 || rep.Free <= 0)
+	}
 	return nil
 }
 
@@ -833,7 +559,6 @@ func (s *Semaphore) Close() error {
 	s.watchAt = time.Time{}
 	s.mu.Unlock()
 	close(s.closing)
-	s.turn.Close(ErrClosed)
 	if s.degr != nil {
 		s.degr.Close(ErrClosed)
 	}
@@ -852,7 +577,9 @@ func (s *Semaphore) Close() error {
 		delete(s.leases, id)
 		p.cancel(errCloseLost) // under the lock, as in loseLocked
 		ended = append(ended, p)
-		released++
+		if !p.forWaiter { // (one held for a waiter was never acquired)
+			released++
+		}
 	}
 	for p := range s.degraded {
 		delete(s.degraded, p)

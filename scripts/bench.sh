@@ -94,8 +94,13 @@ run root-limiter . ./limiter '.'
 run root-adaptive . ./internal/window '.'
 # What inspection costs, each feature set a column (features=off the base of the ratios).
 run root-inspect . ./inspect '.'
-# Against a redis-server the benchmarks start on loopback (they skip without one): the fleet's
-# round trips beside bare EVALSHAs, and scripts per permit under contention.
-run root-fleet . ./fleet/... '.' 5000x
+# The fleet client on its in-memory backend, beside a process-local semaphore.
+run root-fleet . ./fleet/... '.'
+# On Redis, in the nested module fleet/redisfleet (go-redis stays out of the root module), against
+# a redis-server the benchmarks start on loopback: the fleet's round trips beside bare EVALSHAs,
+# scripts per permit under contention; then real processes sharing a capacity, 2 s of traffic
+# per iteration.
+run fleet-redis fleet/redisfleet . '^Benchmark(AcquireRelease|Contention|RateReserve)$' 5000x
+run fleet-throughput fleet/redisfleet . '^BenchmarkThroughput$' 1x
 
 echo "results in $out/ (NAME.txt: go test output, NAME.stat: benchstat)" >&2

@@ -42,7 +42,14 @@ import (
 //     queue for a heartbeat at most, whatever the lease TTL.
 //   - Whenever the head of the queue fits — after a release, an expiry, a renewal or an acquire —
 //     the backend grants it in the same call and pushes the grant to the asker's instance
-//     ([Backend.Subscribe]); the asker needs no round trip of its own to learn it.
+//     ([Backend.Subscribe]); the asker needs no round trip of its own to learn it. A grant to a
+//     request of the call itself (its Lease or one of its Behind) is in the reply instead.
+//   - A request may carry the waiters queued behind its asker in its process
+//     ([AcquireRequest].Behind): each one joins the queue, in that order, when the backend first
+//     hears of it, and is granted as it reaches the head and fits, like any other entry — so a
+//     process's waiters take their places in the fleet's FIFO order when they arrive, not one at
+//     a time as each becomes the asker, and one release can grant the next of them while the
+//     asker still waits for its own reply.
 //   - Tokens grow strictly with every grant, across a loss of data too (they are drawn from the
 //     backend's clock in microseconds when the counter is behind it, and never fall below
 //     [AcquireRequest].Seen).
@@ -109,7 +116,17 @@ type AcquireRequest struct {
 	Push       bool          // the asker listens on its instance's channel: push its grant there
 	Seen       uint64        // the largest token the asker has seen: new tokens are larger
 	LongestTTL time.Duration // the longest lease TTL the asker knows to be in use for the name
+	// Behind are requests of the asker's process queued behind Lease there, in their order (at
+	// most MaxBehind; only with Wait and Push): each one that is neither queued nor granted yet
+	// joins the queue's tail, in order, after Lease; one queued keeps its place; one already
+	// granted (its push was lost) is granted again, as a repeated Lease is. Every one is kept
+	// alive by this call as Lease is (Heartbeat), with the same TTL, and its grant is pushed to
+	// the asker's instance, or answered in [AcquireReply].Behind when this call makes it.
+	Behind []Lease
 }
+
+// MaxBehind is the most requests an [AcquireRequest] may carry in Behind.
+const MaxBehind = 64
 
 // An AcquireReply is the answer of [Backend.Acquire].
 type AcquireReply struct {
@@ -125,6 +142,10 @@ type AcquireReply struct {
 	// whose requests meet a full or queued name lets its next one ride on its next release.
 	Queued int64
 	Free   int64
+	// Behind answers the request's Behind, one per lease, in order: the fencing token of its
+	// grant if it was granted in this call or before (its lease then lives a TTL from this call),
+	// 0 if it is queued.
+	Behind []uint64
 }
 
 // A PauseReason says why a backend admits nothing new for a while.
@@ -161,6 +182,11 @@ type ReleaseRequest struct {
 // A ReleaseReply is the answer of [Backend.Release].
 type ReleaseReply struct {
 	Then AcquireReply // the answer to req.Then; zero without one
+	// Queued and Free describe the name after the call, as in AcquireReply (Free for the
+	// capacity of the first lease released): a process whose release leaves room lets its next
+	// request ask at once rather than wait for a release to ride on.
+	Queued int64
+	Free   int64
 }
 
 // A RenewRequest is the argument of [Backend.Renew].

@@ -411,24 +411,29 @@ func (st *memState) grant(l Lease, now, ttl, seen int64) uint64 {
 }
 
 // grantHeads grants the head of the queue, and the next, as long as they fit and no pause
-// holds, except the entry with ID except (the caller's own: its reply tells it). It returns the
-// grants to push.
-func (m *Memory) grantHeads(name string, st *memState, now int64, except string) (pushes []*memEntry, grants []Lease) {
+// holds. An entry of mine (the IDs the call asks for: ID → index) gets its token in toks, for the
+// reply; any other is pushed, and returned with its grant to push.
+func (m *Memory) grantHeads(name string, st *memState, now int64, mine map[string]int, toks []uint64) (pushes []*memEntry, grants []Lease) {
 	for now >= st.qt && len(st.queue) > 0 {
 		h := st.queue[0]
-		if h.lease.ID == except || st.held+h.lease.N > h.lease.Capacity {
+		j, own := mine[h.lease.ID]
+		if st.held+h.lease.N > h.lease.Capacity {
 			return pushes, grants
 		}
-		if !h.push {
+		if !own && !h.push {
 			// Its asker hears no push: granted now, it would learn of it only when it asks
 			// again, and a dead one never would. It is granted when it asks (every 160 ms, or 10 ms while unheard).
 			return pushes, grants
 		}
 		st.queue = st.queue[1:]
-		if !m.listening(name, h) {
+		if !own && !m.listening(name, h) {
 			continue // its process died: the queue moves on at once
 		}
 		tok := st.grant(h.lease, now, h.ttl, 0)
+		if own {
+			toks[j] = tok
+			continue
+		}
 		g := h.lease
 		g.Token, g.Epoch = tok, st.born
 		pushes, grants = append(pushes, h), append(grants, g)
@@ -458,6 +463,9 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 // Acquire implements [Backend].
 func (m *Memory) Acquire(ctx context.Context, req AcquireRequest) (AcquireReply, error) {
 	m.check("Acquire")
+	if err := checkBehind(req); err != nil {
+		return AcquireReply{}, err
+	}
 	if err := m.enter(ctx); err != nil {
 		return AcquireReply{}, err
 	}
@@ -471,34 +479,44 @@ func (m *Memory) Acquire(ctx context.Context, req AcquireRequest) (AcquireReply,
 	return rep, nil
 }
 
-// ask is an Acquire on a loaded and purged state; it returns the grants to push besides.
+// ask is an Acquire on a loaded and purged state; it returns the grants to push besides. The
+// asker's lease, then those behind it, in order: one granted already (a reply or push was lost)
+// is answered with its token; one queued keeps its place, its entry refreshed; a new one is
+// granted at once if nobody is queued and it fits, else queued at the tail. Then the queue's heads
+// are granted as they fit: the request's own in the reply, others pushed.
 func (m *Memory) ask(st *memState, now int64, req AcquireRequest) (AcquireReply, []*memEntry, []Lease) {
-	ttl, l := micros(req.TTL), req.Lease
+	ttl := micros(req.TTL)
 	st.tok = max(st.tok, req.Seen)
 	rep := AcquireReply{Epoch: st.born}
-	grantNow := func() {
-		rep.Granted, rep.Token = true, st.grant(l, now, ttl, 0)
-	}
-	switch have := st.leases[l.ID]; {
-	case have != nil: // asked again after a lost reply, or after a grant it has not heard of
-		rep.Granted, rep.Token = true, have.token
-	case st.find(l.ID) < 0 && len(st.queue) == 0 && now >= st.qt && st.held+l.N <= l.Capacity:
-		grantNow()
-	case st.find(l.ID) < 0 && !req.Wait:
-	default:
-		i := st.find(l.ID)
-		if i < 0 {
-			st.queue = append(st.queue, &memEntry{lease: Lease{ID: l.ID, N: l.N, Capacity: l.Capacity}, ttl: ttl})
-			i = len(st.queue) - 1
+	list := append([]Lease{req.Lease}, req.Behind...)
+	toks := make([]uint64, len(list))
+	mine := make(map[string]int, len(list))
+	open := len(st.queue) == 0 && now >= st.qt // nobody waits: grant in order while they fit
+	for i, l := range list {
+		if have := st.leases[l.ID]; have != nil {
+			toks[i] = have.token
+			continue
 		}
-		e := st.queue[i]
-		e.hb, e.push = now+micros(req.Heartbeat), req.Push
-		if i == 0 && now >= st.qt && st.held+l.N <= l.Capacity {
-			st.queue = st.queue[1:]
-			grantNow()
+		if q := st.find(l.ID); q >= 0 {
+			e := st.queue[q]
+			e.hb, e.push, e.ttl = now+micros(req.Heartbeat), req.Push, ttl
+			mine[l.ID] = i
+			continue
+		}
+		switch {
+		case open && st.held+l.N <= l.Capacity:
+			toks[i] = st.grant(l, now, ttl, 0)
+		case i > 0 || req.Wait:
+			open = false // head-of-line: once one waits, those behind it queue after it
+			st.queue = append(st.queue, &memEntry{lease: Lease{ID: l.ID, N: l.N, Capacity: l.Capacity}, ttl: ttl,
+				hb: now + micros(req.Heartbeat), push: req.Push})
+			mine[l.ID] = i
 		}
 	}
-	if !rep.Granted {
+	pushes, grants := m.grantHeads(req.Name, st, now, mine, toks) // the purge may have let others in
+	if toks[0] > 0 {
+		rep.Granted, rep.Token = true, toks[0]
+	} else {
 		rep.RetryIn = st.retryIn(now, micros(req.Heartbeat))
 		if !req.Push {
 			// Nobody grants it but its own ask (see grantHeads): ask soon, as it may hold up
@@ -506,10 +524,25 @@ func (m *Memory) ask(st *memState, now int64, req AcquireRequest) (AcquireReply,
 			rep.RetryIn = min(rep.RetryIn, unheardRetry)
 		}
 	}
+	if len(req.Behind) > 0 {
+		rep.Behind = toks[1:]
+	}
 	rep.Paused, rep.Pause, rep.LongestTTL = st.pause(now)
-	pushes, grants := m.grantHeads(req.Name, st, now, l.ID) // the purge may have let others in
-	rep.Queued, rep.Free = int64(len(st.queue)), l.Capacity-st.held
+	rep.Queued, rep.Free = int64(len(st.queue)), req.Lease.Capacity-st.held
 	return rep, pushes, grants
+}
+
+// checkBehind refuses Behind without a wait that pushes, or longer than MaxBehind.
+func checkBehind(req AcquireRequest) error {
+	switch {
+	case len(req.Behind) == 0:
+		return nil
+	case !req.Wait || !req.Push:
+		return errors.New("fleet: Acquire: Behind needs Wait and Push")
+	case len(req.Behind) > MaxBehind:
+		return fmt.Errorf("fleet: Acquire: %d requests behind, above the maximum %d", len(req.Behind), MaxBehind)
+	}
+	return nil
 }
 
 // Renew implements [Backend].
@@ -548,7 +581,7 @@ func (m *Memory) Renew(ctx context.Context, req RenewRequest) (RenewReply, error
 	}
 	rep := RenewReply{Epoch: st.born, Status: status}
 	rep.Paused, rep.Pause, rep.LongestTTL = st.pause(now)
-	pushes, grants := m.grantHeads(req.Name, st, now, "")
+	pushes, grants := m.grantHeads(req.Name, st, now, nil, nil)
 	if err := m.leave(ctx, req.Name, pushes, grants); err != nil {
 		return RenewReply{}, err
 	}
@@ -565,6 +598,11 @@ func (st *memState) register(l Lease, exp int64) {
 // grants the queue's heads that fit now, and then makes req.Then's Acquire.
 func (m *Memory) Release(ctx context.Context, req ReleaseRequest) (ReleaseReply, error) {
 	m.check("Release")
+	if req.Then != nil {
+		if err := checkBehind(*req.Then); err != nil {
+			return ReleaseReply{}, err
+		}
+	}
 	if err := m.enter(ctx); err != nil {
 		return ReleaseReply{}, err
 	}
@@ -575,8 +613,12 @@ func (m *Memory) Release(ctx context.Context, req ReleaseRequest) (ReleaseReply,
 	} else {
 		st = m.state(req.Name, now, 0, 0, false)
 	}
+	var capacity int64
+	if len(req.Leases) > 0 {
+		capacity = req.Leases[0].Capacity
+	}
 	if st == nil {
-		return ReleaseReply{}, m.leave(ctx, req.Name, nil, nil)
+		return ReleaseReply{Free: capacity}, m.leave(ctx, req.Name, nil, nil)
 	}
 	m.purge(req.Name, st, now)
 	for _, l := range req.Leases {
@@ -588,13 +630,16 @@ func (m *Memory) Release(ctx context.Context, req ReleaseRequest) (ReleaseReply,
 			st.queue = slices.Delete(st.queue, i, i+1)
 		}
 	}
-	pushes, grants := m.grantHeads(req.Name, st, now, "")
+	pushes, grants := m.grantHeads(req.Name, st, now, nil, nil)
 	var rep ReleaseReply
 	if req.Then != nil {
 		var p []*memEntry
 		var g []Lease
 		rep.Then, p, g = m.ask(st, now, *req.Then)
 		pushes, grants = append(pushes, p...), append(grants, g...)
+		rep.Queued, rep.Free = rep.Then.Queued, rep.Then.Free
+	} else {
+		rep.Queued, rep.Free = int64(len(st.queue)), capacity-st.held
 	}
 	if err := m.leave(ctx, req.Name, pushes, grants); err != nil {
 		return ReleaseReply{}, err

@@ -65,6 +65,8 @@ func TestBackend(t *testing.T, h Harness) {
 		{"Crash", k.crash, nil},
 		{"DeadWaiter", k.deadWaiter, nil},
 		{"FIFO", k.fifo, nil},
+		{"Behind", k.behind, nil},
+		{"TokensUnique", k.tokensUnique, nil},
 		{"ReleaseByLease", k.releaseByLease, nil},
 		{"WakeUp", k.wakeUp, nil},
 		{"RoundTrips", k.roundTrips, nil},
@@ -319,6 +321,139 @@ func (k *kit) fifo(t *testing.T) {
 	}
 	if !slices.IsSorted(tokens) {
 		t.Errorf("granted out of arrival order: tokens %v", tokens)
+	}
+}
+
+// behind: a request that names the waiters behind its asker in their process queues them in that
+// order, right behind it, before a request that comes later from another process; they are granted
+// in that order as permits free (the grants pushed to the asker's instance, each with its own
+// token), and asked about again they are answered with their grants.
+func (k *kit) behind(t *testing.T) {
+	name := k.name(t)
+	holder, _ := k.process(t, name, 3)
+	warm(t, holder)
+	p := acquire(t, holder, 3)
+	b := k.h.Process(t)
+	pushed := make(chan fleetdriver.Lease, 16)
+	stop, err := b.Subscribe(t.Context(), name, "bk", func(l fleetdriver.Lease) {
+		if l.ID != "" {
+			pushed <- l
+		}
+	})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	defer stop()
+	lease := func(i int) fleetdriver.Lease {
+		return fleetdriver.Lease{ID: fmt.Sprintf("bk.%d", i), N: 1, Capacity: 3}
+	}
+	req := fleetdriver.AcquireRequest{Name: name, Lease: lease(1), TTL: TTL, Wait: true, Heartbeat: time.Minute,
+		Push: true, Behind: []fleetdriver.Lease{lease(2), lease(3)}}
+	rep, err := b.Acquire(t.Context(), req)
+	if err != nil || rep.Granted || len(rep.Behind) != 2 || rep.Behind[0] != 0 || rep.Behind[1] != 0 || rep.Queued != 3 {
+		t.Fatalf("three queued behind a full name: %+v, %v", rep, err)
+	}
+	late, _ := k.process(t, name, 3)
+	before := late.Stats().RoundTrips
+	got := acquireAsync(t.Context(), late, 1)
+	queued(t, late, before)
+	p.Release()
+	var tokens []uint64
+	for i := 1; i <= 3; i++ {
+		select {
+		case g := <-pushed:
+			if g.ID != lease(i).ID || g.Token == 0 {
+				t.Fatalf("grant %d pushed: %+v, want %s first", i, g, lease(i).ID)
+			}
+			tokens = append(tokens, g.Token)
+		case <-time.After(10 * TTL):
+			t.Fatalf("grant %d never pushed", i)
+		}
+	}
+	if !slices.IsSorted(tokens) || tokens[0] == tokens[2] {
+		t.Errorf("tokens %v: not one each, in order", tokens)
+	}
+	select {
+	case r := <-got:
+		t.Fatalf("a later request passed the waiters named before it: %v %v", r.p, r.err)
+	case <-time.After(TTL / 4):
+	}
+	again, err := b.Acquire(t.Context(), req)
+	if err != nil || !again.Granted || len(again.Behind) != 2 || again.Behind[0] == 0 || again.Behind[1] == 0 {
+		t.Errorf("asked again after their grants: %+v, %v", again, err)
+	}
+	if _, err := b.Release(t.Context(), fleetdriver.ReleaseRequest{Name: name, Leases: []fleetdriver.Lease{lease(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.p.Token() <= tokens[2] {
+		t.Errorf("token %d after %v", r.p.Token(), tokens)
+	}
+	r.p.Release()
+	if _, err := b.Release(t.Context(), fleetdriver.ReleaseRequest{Name: name, Leases: []fleetdriver.Lease{lease(2), lease(3)}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tokensUnique: leases granted in one call each get a token of their own — here a queued
+// request that asks again once the holder's leases have expired is granted, and the same call
+// grants the two requests queued behind it (pushed). (regression: the Redis backend answered
+// its asker with the token of the last lease it pushed: two holders with one fencing token.)
+func (k *kit) tokensUnique(t *testing.T) {
+	name := k.name(t)
+	holder, kill := k.process(t, name, 3)
+	warm(t, holder)
+	for range 3 {
+		acquire(t, holder, 1)
+	}
+	b := k.h.Process(t)
+	pushed := make(chan fleetdriver.Lease, 8)
+	stop, err := b.Subscribe(t.Context(), name, "tu", func(l fleetdriver.Lease) {
+		if l.ID != "" {
+			pushed <- l
+		}
+	})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	defer stop()
+	req := func(i int) fleetdriver.AcquireRequest {
+		return fleetdriver.AcquireRequest{Name: name, Lease: fleetdriver.Lease{ID: fmt.Sprintf("tu.%d", i), N: 1, Capacity: 3},
+			TTL: TTL, Wait: true, Heartbeat: time.Minute, Push: true}
+	}
+	for i := 1; i <= 3; i++ {
+		if rep, err := b.Acquire(t.Context(), req(i)); err != nil || rep.Granted {
+			t.Fatalf("request %d on a full name: %+v, %v", i, rep, err)
+		}
+	}
+	kill() // its leases expire within a TTL, and nothing grants the queue until it is asked
+	var rep fleetdriver.AcquireReply
+	for deadline := time.Now().Add(10 * TTL); !rep.Granted; time.Sleep(TTL / 20) {
+		if time.Now().After(deadline) {
+			t.Fatal("the queue's head never granted")
+		}
+		if rep, err = b.Acquire(t.Context(), req(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokens := map[uint64]string{rep.Token: "tu.1"}
+	for range 2 {
+		select {
+		case g := <-pushed:
+			if other, dup := tokens[g.Token]; dup {
+				t.Errorf("token %d granted to %s and %s", g.Token, other, g.ID)
+			}
+			tokens[g.Token] = g.ID
+		case <-time.After(10 * TTL):
+			t.Fatalf("the requests behind the head were never granted (tokens so far %v)", tokens)
+		}
+	}
+	leases := []fleetdriver.Lease{req(1).Lease, req(2).Lease, req(3).Lease}
+	if _, err := b.Release(t.Context(), fleetdriver.ReleaseRequest{Name: name, Leases: leases}); err != nil {
+		t.Fatal(err)
 	}
 }
 

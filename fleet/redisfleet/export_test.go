@@ -1,11 +1,18 @@
 package redisfleet
 
-import "strings"
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Internals for the external tests.
 var (
 	Escape       = escape
 	ParseAcquire = parseAcquire
+	ParseRelease = parseRelease
 	ParseRenew   = parseRenew
 	ParseReserve = parseReserve
 	IDOf         = idOf
@@ -29,4 +36,22 @@ func HashTag(key string) string {
 		}
 	}
 	return key
+}
+
+// Held returns the summed weight of the leases of name as its state on the Redis behind c says,
+// and whether there is a state.
+func Held(ctx context.Context, c redis.Cmdable, name string) (int64, bool, error) {
+	raw, err := c.Get(ctx, keysOf(name).sem[0]).Result()
+	if err == redis.Nil {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	f := strings.Fields(raw)
+	if len(f) != 12 {
+		return 0, true, strconv.ErrSyntax
+	}
+	held, err := strconv.ParseInt(f[4], 16, 64)
+	return held, true, err
 }

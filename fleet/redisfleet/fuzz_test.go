@@ -70,9 +70,18 @@ func FuzzParseReplies(f *testing.F) {
 			t.Fatalf("grant %q parsed as %+v", s, g)
 		}
 		v := all[:n]
-		if r, err := redisfleet.ParseAcquire(v); err == nil {
-			if r.Granted && r.Token == 0 || !r.Granted && r.RetryIn <= 0 {
-				t.Fatalf("acquire reply %v parsed as %+v", v, r)
+		for behind := range 2 {
+			if r, err := redisfleet.ParseAcquire(v, behind); err == nil {
+				if r.Granted && r.Token == 0 || !r.Granted && r.RetryIn <= 0 || len(r.Behind) != behind {
+					t.Fatalf("acquire reply %v parsed as %+v", v, r)
+				}
+			}
+		}
+		for behind := -1; behind <= 1; behind++ {
+			if r, err := redisfleet.ParseRelease(v, behind); err == nil {
+				if behind >= 0 && len(r.Then.Behind) != behind || r.Queued < 0 {
+					t.Fatalf("release reply %v parsed as %+v", v, r)
+				}
 			}
 		}
 		if r, err := redisfleet.ParseRenew(v, n-1); err == nil {

@@ -41,14 +41,50 @@ type replicaConfig struct {
 	Capacity int64
 	Lease    time.Duration
 	Workers  int
+	// Direct: the workers call through the Semaphore itself (Acquire, WithContext, Release)
+	// rather than through a limiter, and send each call's fencing token and the time its Acquire
+	// began, so that the upstream can check the order of the grants.
+	Direct bool
 }
 
-// guarded is a replica's one call path: through a limiter whose calls each hold a fleet permit
-// (limiter.WithFleet), so fn runs under a context that ends if the lease is lost. workers is the
-// local limit: every worker gets a local slot, and the fleet's capacity is what binds.
-func guarded(sem *fleet.Semaphore, workers int) func(context.Context, func(context.Context) error) error {
+// A call is how a replica's call reached the upstream: through a fleet permit that was asked
+// for at Asked (a replica's clock: the machine's, as the upstream's) and carries Token; Start and
+// End are the upstream's. Calls through a limiter carry neither (Token 0).
+type call struct {
+	Replica    int
+	Asked      time.Time
+	Token      uint64
+	Start, End time.Time
+}
+
+// guarded is a replica's one call path: by default through a limiter whose calls each hold a
+// fleet permit (limiter.WithFleet), so fn runs under a context that ends if the lease is lost;
+// workers is the local limit: every worker gets a local slot, and the fleet's capacity is what
+// binds. Direct, the same through the Semaphore itself, with the permit's token and the time its
+// Acquire began passed to fn.
+func guarded(sem *fleet.Semaphore, workers int, direct bool) func(context.Context, func(context.Context, http.Header) error) error {
+	if direct {
+		return func(ctx context.Context, fn func(context.Context, http.Header) error) error {
+			asked := time.Now()
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			p, err := sem.Acquire(ctx, 1)
+			if err != nil {
+				return err
+			}
+			defer p.Release()
+			pctx, stop := p.WithContext(ctx)
+			defer stop()
+			h := http.Header{}
+			h.Set("X-Asked", strconv.FormatInt(asked.UnixNano(), 10))
+			h.Set("X-Token", strconv.FormatUint(p.Token(), 10))
+			return fn(pctx, h)
+		}
+	}
 	api := limiter.New(workers, limiter.WithFleet(sem), limiter.WithAcquireTimeout(2*time.Second))
-	return api.Do
+	return func(ctx context.Context, fn func(context.Context, http.Header) error) error {
+		return api.Do(ctx, func(ctx context.Context) error { return fn(ctx, nil) })
+	}
 }
 
 // TestReplica is a replica process of TestChaos and TestFairnessAcrossProcesses; run directly, it
@@ -72,7 +108,7 @@ func TestReplica(t *testing.T) {
 	sem := fleet.New(redisfleet.New(rdb), cfg.Name, cfg.Capacity, fleet.WithLease(cfg.Lease), fleet.WithLogger(logger))
 	transport := &http.Transport{MaxIdleConnsPerHost: cfg.Workers}
 	client := &http.Client{Transport: transport}
-	call := guarded(sem, cfg.Workers)
+	do := guarded(sem, cfg.Workers, cfg.Direct)
 
 	ctx, stop := context.WithCancel(context.Background())
 	go func() { // the parent closes stdin to stop us
@@ -84,10 +120,13 @@ func TestReplica(t *testing.T) {
 	for range cfg.Workers {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				err := call(ctx, func(ctx context.Context) error {
+				err := do(ctx, func(ctx context.Context, h http.Header) error {
 					req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Upstream, nil)
 					if err != nil {
 						return err
+					}
+					for k, v := range h {
+						req.Header[k] = v
 					}
 					req.Header.Set("X-Replica", strconv.Itoa(cfg.ID))
 					resp, err := client.Do(req)
@@ -225,6 +264,14 @@ type upstream struct {
 
 	logMu  sync.Mutex
 	logged []time.Time // every call's start, in order
+	log    []call      // every call that ended, in the order they ended
+}
+
+// calls returns every call that ended so far.
+func (u *upstream) callLog() []call {
+	u.logMu.Lock()
+	defer u.logMu.Unlock()
+	return append([]call(nil), u.log...)
 }
 
 // startsBetween returns the calls' starts from a to b, in order.
@@ -274,9 +321,14 @@ func startUpstream(t *testing.T, capacity int64, hold, long time.Duration) *upst
 func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	id, _ := strconv.Atoi(r.Header.Get("X-Replica"))
 	id %= len(u.perReplica)
+	c := call{Replica: id, Start: time.Now()}
+	if ns, err := strconv.ParseInt(r.Header.Get("X-Asked"), 10, 64); err == nil {
+		c.Asked = time.Unix(0, ns)
+	}
+	c.Token, _ = strconv.ParseUint(r.Header.Get("X-Token"), 10, 64)
 	ph := u.phase.Load()
 	u.logMu.Lock()
-	u.logged = append(u.logged, time.Now())
+	u.logged = append(u.logged, c.Start)
 	u.logMu.Unlock()
 	u.starts[id].Add(1)
 	u.perReplica[id].Add(1)
@@ -301,6 +353,10 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.inFlight.Add(-1)
 	u.perReplica[id].Add(-1)
 	u.calls[ph].Add(1)
+	c.End = time.Now()
+	u.logMu.Lock()
+	u.log = append(u.log, c)
+	u.logMu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
 

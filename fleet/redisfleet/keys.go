@@ -8,23 +8,23 @@ import (
 // The keys of one name. Every key and the channel carry the escaped name as their hash tag
 // ("{...}"), so in a Cluster they all live in one slot and a script may touch them together.
 //
-//	fleet:{NAME}:m     hash: born (the epoch, µs), qt (no new grants before it, µs), why (the
-//	                   pause's reason), tok (the last token), held (summed weight of the leases),
-//	                   nq (queue length), mexp (a lower bound of the earliest lease expiry, µs),
-//	                   seq (arrival counter), rid (the server run that last confirmed the state),
-//	                   rchk (when a script last trusted it), mttl and mttlx (the longest TTL in use, and until when)
+//	fleet:{NAME}:s     string: the state, twelve fields (see scripts.go) — the epoch, the pause
+//	                   and its reason, the last token, the summed weight of the leases, the queue
+//	                   length, a lower bound of the earliest lease expiry, when a script last
+//	                   trusted the state, the longest TTL in use and until when, the queue's
+//	                   arrival counter, the server run that last confirmed the state
 //	fleet:{NAME}:l     sorted set: lease member → expiry (µs)
 //	fleet:{NAME}:q     sorted set: queued member → arrival number
-//	fleet:{NAME}:qe    sorted set: queued member → death of its queue entry (µs)
-//	fleet:{NAME}:qx    hash: queued member → "TTL:PUSH" (the lease TTL it asks for, in µs, and
-//	                   whether its asker listens for its grant)
+//	fleet:{NAME}:qx    hash: queued member → "DEATH TTL PUSH" (hexadecimal µs: when its entry dies
+//	                   unless asked about again, the lease TTL it asks for; whether its asker
+//	                   listens for its grant)
 //	fleet:{NAME}:rate  string: the rate bucket's theoretical arrival time (µs)
 //	fleet:{NAME}:w:INSTANCE  the channel on which the Semaphore INSTANCE hears its grants
 //
 // A member is "ID:CAPACITY:N": the scripts read the weight and the asker's capacity from it, and
 // the instance from the ID (up to its first ".").
 type names struct {
-	sem    []string // m, l, q, qe, qx: KEYS of the semaphore scripts, in that order
+	sem    []string // s, l, q, qx: KEYS of the semaphore scripts, in that order
 	rate   []string // rate: KEYS of the rate scripts
 	prefix string   // "fleet:{NAME}:", of the channels
 }
@@ -40,7 +40,7 @@ func keysOf(name string) *names {
 	}
 	p := "fleet:{" + escape(name) + "}:"
 	k := &names{
-		sem:    []string{p + "m", p + "l", p + "q", p + "qe", p + "qx"},
+		sem:    []string{p + "s", p + "l", p + "q", p + "qx"},
 		rate:   []string{p + "rate"},
 		prefix: p,
 	}

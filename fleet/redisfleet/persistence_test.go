@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/goloom/loom/fleet"
+	"github.com/goloom/loom/fleet/redisfleet"
 	"github.com/goloom/loom/fleet/redisfleet/internal/redistest"
 )
 
@@ -53,7 +54,7 @@ func TestRedisRestoreOfAnOlderStateKeepsTheBound(t *testing.T) {
 			require.NoError(t, p1.Context().Err())
 			require.NoError(t, p2.Context().Err(), "the lease the older state lacked registered again")
 			assert.Zero(t, a.Stats().LeasesLost)
-			held, err := admin.HGet(t.Context(), "fleet:{api}:m", "held").Int64()
+			held, _, err := redisfleet.Held(t.Context(), admin, "api")
 			require.NoError(t, err)
 			assert.Equal(t, int64(2), held)
 			p2.Release()

@@ -96,17 +96,38 @@ func (b *backend) Acquire(ctx context.Context, req fleetdriver.AcquireRequest) (
 	if err := checkName("Acquire", req.Name); err != nil {
 		return fleetdriver.AcquireReply{}, err
 	}
-	v, err := acquireScript.Run(ctx, b.c, keysOf(req.Name).sem, acquireArgs(nil, req)...).Slice()
+	if err := checkBehind("Acquire", req); err != nil {
+		return fleetdriver.AcquireReply{}, err
+	}
+	v, err := acquireScript.Run(ctx, b.c, keysOf(req.Name).sem, acquireArgs(make([]any, 0, 7+len(req.Behind)), req)...).Slice()
 	if err != nil {
 		return fleetdriver.AcquireReply{}, err
 	}
-	return parseAcquire(v)
+	return parseAcquire(v, len(req.Behind))
 }
 
 // acquireArgs appends the acquire script's ARGV for req.
 func acquireArgs(args []any, req fleetdriver.AcquireRequest) []any {
-	return append(args, member(req.Lease), micros(req.TTL), boolArg(req.Wait), micros(req.Heartbeat),
-		boolArg(req.Push), strconv.FormatUint(req.Seen, 10), micros(req.LongestTTL))
+	args = append(args, member(req.Lease), micros(req.TTL), boolArg(req.Wait), micros(req.Heartbeat),
+		boolArg(req.Push), strconv.FormatUint(req.Seen, 16), micros(req.LongestTTL))
+	for _, l := range req.Behind {
+		args = append(args, member(l))
+	}
+	return args
+}
+
+// checkBehind refuses what the scripts must never see: Behind without a wait that pushes, or
+// longer than MaxBehind.
+func checkBehind(op string, req fleetdriver.AcquireRequest) error {
+	switch {
+	case len(req.Behind) == 0:
+		return nil
+	case !req.Wait || !req.Push:
+		return fmt.Errorf("redisfleet: %s: Behind needs Wait and Push", op)
+	case len(req.Behind) > fleetdriver.MaxBehind:
+		return fmt.Errorf("redisfleet: %s: %d requests behind, above the maximum %d", op, len(req.Behind), fleetdriver.MaxBehind)
+	}
+	return nil
 }
 
 // ints reads a reply of integers.
@@ -129,20 +150,30 @@ func pause(us, why, longest int64) (time.Duration, fleetdriver.PauseReason, time
 	return microsToDuration(us), fleetdriver.PauseReason(why), microsToDuration(longest), true
 }
 
-// parseAcquire reads the acquire script's reply: {1, token, epoch, paused, why, longest, queued,
-// free} or {0, retry-in µs, epoch, paused, why, longest, queued, free}.
-func parseAcquire(v []any) (fleetdriver.AcquireReply, error) {
-	if len(v) != 8 {
-		return fleetdriver.AcquireReply{}, fmt.Errorf("redisfleet: acquire: reply of %d elements", len(v))
+// parseAcquire reads the acquire script's reply for a request with behind leases behind its own:
+// {1, token, epoch, paused, why, longest, queued, free, behind tokens...} or {0, retry-in µs,
+// epoch, paused, why, longest, queued, free, behind tokens...}.
+func parseAcquire(v []any, behind int) (fleetdriver.AcquireReply, error) {
+	if behind < 0 || len(v) != 8+behind {
+		return fleetdriver.AcquireReply{}, fmt.Errorf("redisfleet: acquire: reply of %d elements for %d behind", len(v), behind)
 	}
-	var n [8]int64
-	if err := ints("acquire", v, n[:]); err != nil {
+	n := make([]int64, len(v))
+	if err := ints("acquire", v, n); err != nil {
 		return fleetdriver.AcquireReply{}, err
 	}
 	var rep fleetdriver.AcquireReply
 	var ok bool
 	rep.Paused, rep.Pause, rep.LongestTTL, ok = pause(n[3], n[4], n[5])
 	rep.Queued, rep.Free = n[6], n[7]
+	if behind > 0 {
+		rep.Behind = make([]uint64, behind)
+		for i, tok := range n[8:] {
+			if tok < 0 {
+				ok = false
+			}
+			rep.Behind[i] = uint64(tok)
+		}
+	}
 	switch {
 	case !ok, n[6] < 0:
 	case n[0] == 1 && n[1] > 0:
@@ -164,12 +195,12 @@ func (b *backend) Renew(ctx context.Context, req fleetdriver.RenewRequest) (flee
 	}
 	k := keysOf(req.Name)
 	args := make([]any, 0, 4+3*len(req.Leases)+2*len(req.Register))
-	args = append(args, micros(req.TTL), strconv.FormatUint(req.Seen, 10), micros(req.LongestTTL), len(req.Leases))
+	args = append(args, micros(req.TTL), strconv.FormatUint(req.Seen, 16), micros(req.LongestTTL), len(req.Leases))
 	for _, l := range req.Leases {
-		args = append(args, member(l), strconv.FormatUint(l.Token, 10), strconv.FormatInt(l.Epoch, 10))
+		args = append(args, member(l), strconv.FormatUint(l.Token, 16), strconv.FormatUint(uint64(max(l.Epoch, 0)), 16))
 	}
 	for _, l := range req.Register {
-		args = append(args, member(l), strconv.FormatUint(l.Token, 10))
+		args = append(args, member(l), strconv.FormatUint(l.Token, 16))
 	}
 	v, err := renewScript.Run(ctx, b.c, k.sem, args...).Slice()
 	if err != nil {
@@ -219,35 +250,45 @@ func (b *backend) Release(ctx context.Context, req fleetdriver.ReleaseRequest) (
 	for _, l := range req.Leases {
 		args = append(args, member(l))
 	}
+	behind := -1 // no Then
 	if req.Then != nil {
 		if err := checkName("Release", req.Then.Name); err != nil || req.Then.Name != req.Name {
 			return fleetdriver.ReleaseReply{}, fmt.Errorf("redisfleet: Release: Then is for %q, not %q", req.Then.Name, req.Name)
 		}
+		if err := checkBehind("Release", *req.Then); err != nil {
+			return fleetdriver.ReleaseReply{}, err
+		}
 		args = acquireArgs(args, *req.Then)
+		behind = len(req.Then.Behind)
 	}
 	v, err := releaseScript.Run(ctx, b.c, keysOf(req.Name).sem, args...).Slice()
 	if err != nil {
 		return fleetdriver.ReleaseReply{}, err
 	}
-	return parseRelease(v, req.Then != nil)
+	return parseRelease(v, behind)
 }
 
-// parseRelease reads the release script's reply: {removed} or {removed, acquire reply...}.
-func parseRelease(v []any, then bool) (fleetdriver.ReleaseReply, error) {
-	if len(v) < 1 {
+// parseRelease reads the release script's reply: {removed, queued, free}, or, for a release whose
+// Then carried behind leases (-1: no Then), {removed, queued, free, acquire reply...}.
+func parseRelease(v []any, behind int) (fleetdriver.ReleaseReply, error) {
+	if len(v) < 3 || behind < 0 && len(v) != 3 {
 		return fleetdriver.ReleaseReply{}, fmt.Errorf("redisfleet: release: reply of %d elements", len(v))
 	}
-	if !then {
-		if len(v) != 1 {
-			return fleetdriver.ReleaseReply{}, fmt.Errorf("redisfleet: release: reply of %d elements", len(v))
-		}
-		return fleetdriver.ReleaseReply{}, nil
-	}
-	rep, err := parseAcquire(v[1:])
-	if err != nil {
+	var n [3]int64
+	if err := ints("release", v, n[:]); err != nil {
 		return fleetdriver.ReleaseReply{}, err
 	}
-	return fleetdriver.ReleaseReply{Then: rep}, nil
+	if n[0] < 0 || n[1] < 0 {
+		return fleetdriver.ReleaseReply{}, fmt.Errorf("redisfleet: release: bad reply %v", v)
+	}
+	rep := fleetdriver.ReleaseReply{Queued: n[1], Free: n[2]}
+	if behind >= 0 {
+		var err error
+		if rep.Then, err = parseAcquire(v[3:], behind); err != nil {
+			return fleetdriver.ReleaseReply{}, err
+		}
+	}
+	return rep, nil
 }
 
 // Subscribe listens on the channel of inst's grants with a connection of its own. After a

@@ -4,28 +4,36 @@ import "github.com/redis/go-redis/v9"
 
 // The Lua scripts. Each runs atomically on the node that holds the name's slot, reads the clock
 // with TIME (Redis's clock decides every expiry), and purges what has expired before it decides.
-// Times are microseconds. Numbers are passed to Redis as Lua numbers, which Redis 5 and later
-// write exactly (integers below 2^53), and which costs far less than string.format.
+// Times are microseconds.
 //
-// The state of a name (see keys.go): the hash m — born (the epoch: when this state was created,
-// or found to have gone back in time), qt (no new grants before it), why (the reason of that
-// pause), tok (the last fencing token), held, nq, mexp, seq, rid (the run ID of the server that
-// last confirmed the state), rchk (when a script last trusted it), mttl and mttlx (the longest
-// lease TTL seen, and until when a lease of it may live) — the sorted set l of leases by expiry,
-// and the queue: q (members by arrival), qe (members by the death of their entry) and qx
-// (member → "TTL:PUSH").
+// The state of a name (see keys.go) is one string, s: twelve fields separated by spaces, in
+// this order — born (the epoch: when this state was created, or found to have gone back in
+// time), qt (no new grants before it), why (the reason of that pause), tok (the last fencing
+// token), held, nq, mexp, rchk (when a script last trusted the state), mttl and mttlx (the
+// longest lease TTL seen, and until when a lease of it may live), seq (the arrival counter of
+// the queue) and rid (the run ID of the server that last confirmed the state). The numbers are
+// hexadecimal: written with string.format('%x') and read with tonumber(x, 16), which cost a
+// fraction of what a decimal number of sixteen digits does (Lua writes a number given to
+// redis.call with '%.17g', and reads one with strtod: a few thousand instructions each, more
+// than many a Redis command). Beside it: the sorted set l of leases by expiry, and the queue —
+// q (members by arrival) and qx (member → "DEATH TTL PUSH": when its entry dies unless asked
+// about again, the TTL of the lease it asks for, whether its asker listens for its grant).
 // Invariants every script keeps:
 //   - held is the summed weight of the members of l; so held == 0 exactly when l is empty.
-//   - nq is the number of members of q; q, qe and qx have the same members.
+//   - nq is the number of members of q; q and qx have the same members. An entry whose DEATH
+//     has passed is dead: it is dropped when it reaches the head of the queue, and until then
+//     it holds up nobody (only the head can be granted).
 //   - mexp is, while held > 0, at most the earliest expiry in l (a lower bound: renewals and
 //     releases only raise the earliest expiry, and each new lease lowers mexp to its own expiry
 //     if that is earlier). While now < mexp no lease can have expired, and a script need not
 //     look at l to purge it.
 //   - A member is granted only from the head of q (or, with q empty, at once), only once
 //     now >= qt, and only if held plus its weight stays within its capacity (the member is
-//     "ID:CAPACITY:N": the scripts read both from it). A queued member whose asker listens for
-//     pushes (PUSH 1) is granted only if the push reaches a subscriber: PUBLISH counting nobody
-//     means its process died, and the queue moves on at once.
+//     "ID:CAPACITY:N": the scripts read both from it). A member is in l or in q, never both. A
+//     queued member whose asker listens for pushes (PUSH 1) is granted only if the push reaches
+//     a subscriber: PUBLISH counting nobody means its process died, and the queue moves on at
+//     once; one that does not listen is granted only when its asker asks (it would never hear
+//     of the grant).
 //   - tok only grows: a grant takes max(tok+1, now, seen+1), so state created after a loss of
 //     data hands out tokens above every earlier one.
 //   - The state is trusted only in the server run that last confirmed it: a script that finds
@@ -42,14 +50,21 @@ import "github.com/redis/go-redis/v9"
 //     by the failover's own duration to within that millisecond. So under steady traffic INFO is
 //     never read; only a name idle for a millisecond pays for it (5 µs).
 //
-// The uncontended paths come first and touch as little as they can (an Acquire: TIME, one read
-// and two writes; a Release with nobody queued: three calls); everything else is defined below
+// The uncontended paths come first and touch as little as they can (an Acquire: TIME, GET, ZADD
+// and SET; a Release with nobody queued: ZREM, GET and SET); everything else is defined below
 // them and only runs when needed.
 
+// state is the codec of s, which every script needs first.
+const state = `
+local PAT = '^(%x+) (%x+) (%x+) (%x+) (%x+) (%x+) (%x+) (%x+) (%x+) (%x+) (%x+) (%S+)$'
+local FMT = '%x %x %x %x %x %x %x %x %x %x %x %s'
+`
+
 // slow is the shared part of the scripts' slow paths: it loads, creates and purges the state,
-// grants the queue's heads when they fit, and says when a waiter should ask again.
+// queues requests, grants the queue's heads when they fit, and says when a waiter should ask
+// again.
 const slow = `
-local P = string.sub(M, 1, -2) -- "fleet:{NAME}:"
+local P = string.sub(S, 1, -2) -- "fleet:{NAME}:"
 
 local function clock()
   local t = redis.call('TIME')
@@ -66,6 +81,19 @@ local function runid()
   return string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 end
 
+local function decode(raw)
+  local born, qt, why, tok, held, nq, mexp, rchk, mttl, mttlx, seq, rid = string.match(raw, PAT)
+  if not born then return nil end
+  return {born = tonumber(born, 16), qt = tonumber(qt, 16), why = tonumber(why, 16), tok = tonumber(tok, 16),
+          held = tonumber(held, 16), nq = tonumber(nq, 16), mexp = tonumber(mexp, 16), rchk = tonumber(rchk, 16),
+          mttl = tonumber(mttl, 16), mttlx = tonumber(mttlx, 16), seq = tonumber(seq, 16), rid = rid}
+end
+
+local function save(st)
+  redis.call('SET', S, string.format(FMT, st.born, st.qt, st.why, st.tok, st.held, st.nq, st.mexp, st.rchk,
+                                     st.mttl, st.mttlx, st.seq, st.rid))
+end
+
 -- seettl notes a request's TTL: the longest one is remembered while a lease of it may live.
 local function seettl(st, now, ttl)
   if ttl <= 0 then return end
@@ -76,25 +104,20 @@ local function seettl(st, now, ttl)
   end
 end
 
--- load reads the state. With create, a missing state — a new name, or data lost in a restart —
--- is created with a new epoch and admits nothing new for the longest TTL that may be in use:
--- leases granted before the loss may still run, and register again on their next renewal
--- within that time. A state confirmed by another server run may have gone back in time: it gets
--- a new epoch and the same pause, and its leases still count. A longer TTL seen during the
--- pause lengthens it.
-local function load(now, ttl, longest, create)
-  local v = redis.call('HMGET', M, 'born', 'qt', 'tok', 'held', 'nq', 'mexp', 'rid', 'rchk', 'mttl', 'mttlx', 'why')
-  local st = {born = tonumber(v[1]), qt = tonumber(v[2]) or 0, tok = tonumber(v[3]) or 0,
-              held = tonumber(v[4]) or 0, nq = tonumber(v[5]) or 0, mexp = tonumber(v[6]) or 0,
-              rid = v[7], rchk = tonumber(v[8]) or 0, mttl = tonumber(v[9]) or 0,
-              mttlx = tonumber(v[10]) or 0, why = tonumber(v[11]) or 0}
-  if not st.born then
+-- load reads the state (raw: s as the script found it). With create, a missing state — a new
+-- name, or data lost in a restart — is created with a new epoch and admits nothing new for the
+-- longest TTL that may be in use: leases granted before the loss may still run, and register
+-- again on their next renewal within that time. A state confirmed by another server run may
+-- have gone back in time: it gets a new epoch and the same pause, and its leases still count. A
+-- longer TTL seen during the pause lengthens it.
+local function load(now, ttl, longest, create, raw)
+  local st = raw and (decode(raw) or error('redisfleet: the state of this name is not one the scripts wrote'))
+  if not st then
     if not create then return nil end
     -- Anything left of an older state (a partial loss, as by eviction) is not counted: drop it.
-    redis.call('DEL', L, Q, QE, QX)
-    st.born, st.held, st.nq, st.mexp = now, 0, 0, 0
-    st.rid, st.rchk = runid(), now
-    st.qt, st.why = now + math.max(ttl, longest, 1000000), 1
+    redis.call('DEL', L, Q, QX)
+    st = {born = now, qt = now + math.max(ttl, longest, 1000000), why = 1, tok = 0, held = 0, nq = 0,
+          mexp = 0, rchk = now, mttl = 0, mttlx = 0, seq = 0, rid = runid()}
   elseif now - st.rchk >= 1000 or now < st.rchk then
     local rid = runid()
     if rid ~= st.rid then
@@ -112,90 +135,91 @@ local function load(now, ttl, longest, create)
   return st
 end
 
-local function save(st)
-  redis.call('HSET', M, 'born', (st.born), 'qt', (st.qt), 'tok', (st.tok), 'held', (st.held),
-             'nq', (st.nq), 'mexp', (st.mexp), 'rid', st.rid, 'rchk', (st.rchk), 'mttl', (st.mttl),
-             'mttlx', (st.mttlx), 'why', (st.why))
-end
-
-local function chunks(list, f)
-  for i = 1, #list, 1000 do f(unpack(list, i, math.min(i + 999, #list))) end
-end
-
--- purge drops expired leases and dead queue entries.
+-- purge drops expired leases.
 local function purge(st, now)
   if st.held > 0 and now >= st.mexp then
-    local dead = redis.call('ZRANGEBYSCORE', L, '-inf', (now))
+    local dead = redis.call('ZRANGEBYSCORE', L, '-inf', now)
     if #dead > 0 then
       for _, m in ipairs(dead) do
         local _, n = weight(m)
         st.held = st.held - n
       end
-      redis.call('ZREMRANGEBYSCORE', L, '-inf', (now))
+      redis.call('ZREMRANGEBYSCORE', L, '-inf', now)
     end
     local first = redis.call('ZRANGE', L, 0, 0, 'WITHSCORES')
     if #first == 0 then st.held, st.mexp = 0, 0 else st.mexp = tonumber(first[2]) end
   end
-  if st.nq > 0 then
-    local first = redis.call('ZRANGE', QE, 0, 0, 'WITHSCORES')
-    if #first > 0 and tonumber(first[2]) <= now then
-      chunks(redis.call('ZRANGEBYSCORE', QE, '-inf', (now)), function(...)
-        redis.call('ZREM', Q, ...)
-        redis.call('HDEL', QX, ...)
-      end)
-      redis.call('ZREMRANGEBYSCORE', QE, '-inf', (now))
-      st.nq = redis.call('ZCARD', Q)
-    end
-  end
 end
 
--- lease adds a lease of member expiring at exp.
-local function lease(st, member, n, exp)
-  if redis.call('ZADD', L, (exp), member) == 1 then
-    if st.held == 0 or exp < st.mexp then st.mexp = exp end
-    st.held = st.held + n
-  end
+-- add counts a new lease of weight n expiring at exp (its ZADD is the caller's).
+local function add(st, n, exp)
+  if st.held == 0 or exp < st.mexp then st.mexp = exp end
+  st.held = st.held + n
 end
 
-local function dequeue(st, member)
-  redis.call('ZREM', Q, member)
-  redis.call('ZREM', QE, member)
-  redis.call('HDEL', QX, member)
-  st.nq = st.nq - 1
+-- token draws the next fencing token.
+local function token(st, now)
+  st.tok = math.max(st.tok + 1, now)
+  return st.tok
 end
 
--- heads grants the head of the queue, and the next, while they fit and no pause holds, but not
--- except (the caller's own entry: its reply tells it). Each grant is pushed to the channel of
--- its asker's instance; one that reaches nobody is dropped (its process died).
-local function heads(st, now, except)
+-- heads grants the head of the queue, and the next, while they fit and no pause holds, eight
+-- entries a look. A member of mine (the members the call asks for: member → index) gets its
+-- token in toks, for the reply; any other is pushed to its asker's instance, and one that
+-- reaches nobody is dropped (its process died). Dead entries at the head are dropped. When a
+-- live head stops the loop, st.hd is its entry's death: a waiter behind it asks again then.
+local function heads(st, now, mine, toks)
+  st.hd = nil
   while st.nq > 0 and now >= st.qt do
-    local head = redis.call('ZRANGE', Q, 0, 0)[1]
-    if not head or head == except then return end
-    local c, n = weight(head)
-    if st.held + n > c then return end
-    local ttl, push = string.match(redis.call('HGET', QX, head) or '0:0', '^(%d+):(%d)$')
-    -- An asker that hears no push would learn of its grant only when it asks again, and a dead
-    -- one never: it is granted when it asks (within 10 ms), not here.
-    if push ~= '1' then return end
-    dequeue(st, head)
-    local tok = math.max(st.tok + 1, now)
-    -- (%d: a Lua number as text would be 1.7961e+15)
-    local heard = redis.call('PUBLISH', P .. 'w:' .. string.match(head, '^[^.]*'), string.format('%s %d %d', head, tok, st.born))
-    if heard > 0 then
-      st.tok = tok
-      lease(st, head, n, now + tonumber(ttl))
+    local k = math.min(st.nq, 8)
+    local hs = redis.call('ZRANGE', Q, 0, k - 1)
+    if #hs == 0 then st.nq = 0 return end
+    local xs = redis.call('HMGET', QX, unpack(hs))
+    local gone, new = {}, {}
+    local stop = false
+    for i, h in ipairs(hs) do
+      local death, ttl, push = string.match(xs[i] or '', '^(%x+) (%x+) (%d)$')
+      death, ttl = tonumber(death or '0', 16), tonumber(ttl or '0', 16)
+      local j = mine and mine[h]
+      if death <= now then
+        gone[#gone + 1] = h -- its process stopped asking about it
+      else
+        local c, n = weight(h)
+        if st.held + n > c or (not j and push ~= '1') then
+          st.hd, stop = death, true
+          break
+        end
+        local tok = math.max(st.tok + 1, now)
+        gone[#gone + 1] = h
+        -- (%d: a Lua number as text would be 1.7961e+15)
+        if j or redis.call('PUBLISH', P .. 'w:' .. string.match(h, '^[^.]*'),
+                          string.format('%s %d %d', h, tok, st.born)) > 0 then
+          st.tok = tok
+          if j then toks[j] = tok end
+          add(st, n, now + ttl)
+          new[#new + 1] = now + ttl
+          new[#new + 1] = h
+        end
+      end
     end
+    if #gone > 0 then
+      redis.call('ZREM', Q, unpack(gone))
+      redis.call('HDEL', QX, unpack(gone))
+      st.nq = st.nq - #gone
+    end
+    if #new > 0 then redis.call('ZADD', L, unpack(new)) end
+    if stop or #hs < k then return end
   end
 end
 
 -- hint is how long a waiter may wait before asking again: until the next lease expiry (mexp is
--- at most that), queue-entry death or end of the pause, and at most a fifth of its heartbeat
--- (which keeps its own entry alive, with room for a starved process).
+-- at most that), the death of the entry that holds up the queue, or the end of the pause, and at
+-- most a fifth of its heartbeat (which keeps its own entry alive, with room for a starved
+-- process).
 local function hint(st, now, hb)
   local t = now + math.max(math.floor(hb / 5), 1000)
   if st.held > 0 then t = math.min(t, st.mexp) end
-  local q = redis.call('ZRANGE', QE, 0, 0, 'WITHSCORES')
-  if q[2] then t = math.min(t, tonumber(q[2])) end
+  if st.hd then t = math.min(t, st.hd) end
   if now < st.qt then t = math.min(t, st.qt) end
   return math.max(t - now, 100)
 end
@@ -208,102 +232,150 @@ local function paused(st, now)
   return st.qt - now, st.why, longest
 end
 
--- ask is an acquire on a loaded and purged state: granted at once, queued (if wait), or, asked
--- again, kept in its place and granted once it heads the queue and fits. An unheard request (no
--- push) is told to ask again within 10 ms. It saves the state and
--- returns the reply {granted, token or retry-in, epoch, paused, why, longest, queued, free}.
-local function ask(st, now, member, ttl, wait, hb, push, seen)
-  local c, n = weight(member)
-  local exp = now + ttl
-  if seen > st.tok then st.tok = seen end
-  local function reply(granted, x)
-    save(st)
-    local p, why, lt = paused(st, now)
-    return {granted, x, st.born, p, why, lt, st.nq, c - st.held}
-  end
-  local function grant()
-    st.tok = math.max(st.tok + 1, now)
-    lease(st, member, n, exp)
-    heads(st, now, nil)
-    return reply(1, st.tok)
-  end
-  if redis.call('ZSCORE', L, member) then return grant() end -- repeated after a lost reply or push
-  local queued = st.nq > 0 and redis.call('ZSCORE', Q, member)
-  if not queued then
-    if st.nq == 0 and now >= st.qt and st.held + n <= c then return grant() end
-    if not wait then
-      heads(st, now, nil)
-      return reply(0, hint(st, now, hb))
+-- ask is an acquire on a loaded and purged state, for the asker's member and, behind it in its
+-- process, the members of a.behind (each waits there for its own grant): a member granted before
+-- (a reply or push was lost) is granted again, with a new expiry and a new token; one queued
+-- keeps its place and its entry lives on (one whose entry lapsed goes back to the tail, as a new
+-- one); a new one is granted at once if nobody is queued and it fits, else queued at the tail, in
+-- order. Then the queue's heads are granted as they fit: the
+-- call's own members in the reply, others pushed. An asker that cannot wait (a.wait false) is
+-- granted at once or not at all. It saves the state and returns the reply {granted, token or
+-- retry-in, epoch, paused, why, longest, queued, free, then a token or 0 (queued) for each
+-- member of a.behind}; an unheard request (no push) is told to ask again within 10 ms.
+local function ask(st, now, a)
+  local c = weight(a.member)
+  if a.seen > st.tok then st.tok = a.seen end
+  local exp = now + a.ttl
+  local list, toks, mine = {a.member}, {0}, {}
+  for i, m in ipairs(a.behind) do list[i + 1], toks[i + 1] = m, 0 end
+  local queued = {}
+  if st.nq > 0 then queued = redis.call('HMGET', QX, unpack(list)) end
+  local entry = string.format('%x %x %s', now + a.hb, a.ttl, a.push)
+  local open = st.nq == 0 and now >= st.qt -- nobody waits: grant in order while they fit
+  local qadd, qset, new = {}, {}, {}
+  for i, m in ipairs(list) do
+    local death = queued[i] and tonumber(string.match(queued[i], '^%x+'), 16)
+    if death then
+      if death <= now then -- its entry lapsed (its process went quiet): back to the tail
+        st.seq = st.seq + 1
+        qadd[#qadd + 1] = st.seq
+        qadd[#qadd + 1] = m
+      end
+      mine[m] = i
+      qset[#qset + 1] = m
+      qset[#qset + 1] = entry
+    elseif redis.call('ZSCORE', L, m) then
+      new[#new + 1] = exp
+      new[#new + 1] = m
+      toks[i] = token(st, now)
+    else
+      local mc, mn = weight(m)
+      if open and st.held + mn <= mc then
+        add(st, mn, exp)
+        new[#new + 1] = exp
+        new[#new + 1] = m
+        toks[i] = token(st, now)
+      elseif i > 1 or a.wait then
+        open = false -- head-of-line: once one waits, those behind it queue after it
+        st.seq = st.seq + 1
+        st.nq = st.nq + 1
+        qadd[#qadd + 1] = st.seq
+        qadd[#qadd + 1] = m
+        qset[#qset + 1] = m
+        qset[#qset + 1] = entry
+        mine[m] = i
+      end
     end
-    redis.call('ZADD', Q, (redis.call('HINCRBY', M, 'seq', 1)), member)
-    st.nq = st.nq + 1
   end
-  redis.call('ZADD', QE, (now + hb), member)
-  redis.call('HSET', QX, member, string.format('%d:%s', ttl, push))
-  if now >= st.qt and st.held + n <= c and redis.call('ZRANGE', Q, 0, 0)[1] == member then
-    dequeue(st, member)
-    return grant()
+  if #new > 0 then redis.call('ZADD', L, unpack(new)) end
+  if #qadd > 0 then redis.call('ZADD', Q, unpack(qadd)) end
+  if #qset > 0 then redis.call('HSET', QX, unpack(qset)) end
+  heads(st, now, mine, toks)
+  save(st)
+  local p, why, lt = paused(st, now)
+  local r
+  if toks[1] > 0 then
+    r = {1, toks[1]}
+  else
+    local h = hint(st, now, a.hb)
+    -- Nobody grants an unheard request but its own ask (see heads): it asks again soon, as it
+    -- may hold up the queue behind it.
+    if a.push ~= '1' then h = math.min(h, 10000) end
+    r = {0, h}
   end
-  heads(st, now, member)
-  local h = hint(st, now, hb)
-  -- Nobody grants an unheard request but its own ask (see heads): it asks again soon, as it
-  -- may hold up the queue behind it.
-  if push ~= '1' then h = math.min(h, 10000) end
-  return reply(0, h)
+  for _, x in ipairs({st.born, p, why, lt, st.nq, c - st.held}) do r[#r + 1] = x end
+  for i = 2, #list do r[#r + 1] = toks[i] end
+  return r
+end
+
+-- request reads an acquire's ARGV from index i on: member, ttl, wait, heartbeat, push, seen
+-- (hexadecimal), longest, then the members behind.
+local function request(i)
+  local a = {member = ARGV[i], ttl = tonumber(ARGV[i + 1]), wait = ARGV[i + 2] == '1', hb = tonumber(ARGV[i + 3]),
+             push = ARGV[i + 4], seen = tonumber(ARGV[i + 5], 16), longest = tonumber(ARGV[i + 6]), behind = {}}
+  for j = i + 7, #ARGV do a.behind[#a.behind + 1] = ARGV[j] end
+  return a
 end
 `
 
-// acquire: KEYS m l q qe qx; ARGV member, ttl, wait (0/1), heartbeat, push (0/1), seen, longest.
-// Returns {granted (0/1), token or retry-in, epoch, paused, why, longest, queued, free} (see ask).
-// Asked again for a member it granted (a reply or a push was lost), it grants the same lease
-// again: the same weight, a new expiry and a new token (the old one may never have reached
+// acquire: KEYS s l q qx; ARGV member, ttl, wait (0/1), heartbeat, push (0/1), seen (hex),
+// longest, then the members of the asker's waiters behind it, in order. Returns {granted (0/1),
+// token or retry-in, epoch, paused, why, longest, queued, free, a token or 0 per member behind}
+// (see ask). Asked again for a member it granted (a reply or a push was lost), it grants the same
+// lease again: the same weight, a new expiry and a new token (the old one may never have reached
 // anyone).
 var acquireScript = redis.NewScript(acquireScriptSrc)
 
 const acquireScriptSrc = `
-local M, L, Q, QE, QX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local member, ttl, wait = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
-local hb, push, seen, longest = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local S, L, Q, QX = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local member, ttl = ARGV[1], tonumber(ARGV[2])
+` + state + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local v = redis.call('HMGET', M, 'born', 'qt', 'tok', 'held', 'nq', 'mexp', 'rchk', 'mttl')
-local born, qt, tok = tonumber(v[1]), tonumber(v[2]) or 0, tonumber(v[3]) or 0
-local held, nq, mexp = tonumber(v[4]) or 0, tonumber(v[5]) or 0, tonumber(v[6]) or 0
-local rchk, mttl = tonumber(v[7]) or 0, tonumber(v[8]) or 0
+local raw = redis.call('GET', S)
 local c, n = string.match(member, ':(%d+):(%d+)$')
 c, n = tonumber(c), tonumber(n)
-local exp = now + ttl
--- Uncontended: a state trusted within the last millisecond (see rchk), nobody queued, no pause,
--- no lease that may have expired, the longest TTL unchanged, and it fits. mttlx (until when a
--- lease of the longest TTL may live) becomes exp without being read: every script that set it
--- ran at rchk or before with this same TTL, so exp is no earlier.
-if born and nq == 0 and now >= qt and (held == 0 or now < mexp) and held + n <= c
-    and now >= rchk and now - rchk < 1000 and ttl == mttl then
-  tok = math.max(tok + 1, now, seen + 1)
-  if redis.call('ZADD', L, 'NX', exp, member) == 0 then
-    redis.call('ZADD', L, exp, member)
-    redis.call('HSET', M, 'tok', tok, 'mttlx', exp, 'rchk', now)
+-- Uncontended: one member, a state trusted within the last millisecond (see rchk), nobody
+-- queued, no pause, no lease that may have expired, the longest TTL unchanged, and it fits.
+-- mttlx (until when a lease of the longest TTL may live) becomes exp without being read: every
+-- script that set it ran at rchk or before with this same TTL, so exp is no earlier.
+if raw and #ARGV == 7 then
+  local born, qt, why, tok, held, nq, mexp, rchk, mttl, mttlx, seq, rid = string.match(raw, PAT)
+  born, qt, tok, held = tonumber(born, 16), tonumber(qt, 16), tonumber(tok, 16), tonumber(held, 16)
+  nq, mexp, rchk, mttl = tonumber(nq, 16), tonumber(mexp, 16), tonumber(rchk, 16), tonumber(mttl, 16)
+  if nq == 0 and now >= qt and (held == 0 or now < mexp) and held + n <= c
+      and now >= rchk and now - rchk < 1000 and ttl == mttl then
+    tok = math.max(tok + 1, now, tonumber(ARGV[6], 16) + 1)
+    local exp = now + ttl
+    if redis.call('ZADD', L, 'NX', exp, member) == 1 then
+      if held == 0 or exp < mexp then mexp = exp end
+      held = held + n
+    else
+      redis.call('ZADD', L, exp, member)
+    end
+    redis.call('SET', S, string.format(FMT, born, qt, tonumber(why, 16), tok, held, nq, mexp, now, mttl, exp,
+                                       tonumber(seq, 16), rid))
     return {1, tok, born, 0, 0, mttl, 0, c - held}
   end
-  if held == 0 or exp < mexp then mexp = exp end
-  redis.call('HSET', M, 'tok', tok, 'held', held + n, 'mexp', mexp, 'mttlx', exp, 'rchk', now)
-  return {1, tok, born, 0, 0, mttl, 0, c - held - n}
 end
 ` + slow + `
-local st = load(now, ttl, longest, true)
+local a = request(1)
+local st = load(now, a.ttl, a.longest, true, raw)
 purge(st, now)
-return ask(st, now, member, ttl, wait, hb, push, seen)
+return ask(st, now, a)
 `
 
-// release: KEYS m l q qe qx; ARGV count, count members, then, to acquire in the same call, the
+// release: KEYS s l q qx; ARGV count, count members, then, to acquire in the same call, the
 // acquire script's ARGV. Removes each member's lease and queue entry, grants the queue's heads
-// that fit now, then makes the acquire (after them: it never passes anyone). Returns {removed}
-// or {removed, the acquire's reply...}.
+// that fit now, then makes the acquire (after them: it never passes anyone). Returns {removed,
+// queued, free} (the state after the call; free for the capacity of the first member) or
+// {removed, queued, free, the acquire's reply...}.
 var releaseScript = redis.NewScript(releaseScriptSrc)
 
 const releaseScriptSrc = `
-local M, L, Q, QE, QX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local S, L, Q, QX = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local count = tonumber(ARGV[1])
+` + state + `
 local removed, freed = 0, 0
 for i = 2, count + 1 do
   if redis.call('ZREM', L, ARGV[i]) == 1 then
@@ -311,67 +383,72 @@ for i = 2, count + 1 do
     freed = freed + tonumber(string.match(ARGV[i], ':(%d+)$'))
   end
 end
+local c = tonumber(string.match(ARGV[2], ':(%d+):%d+$'))
 local then_ = #ARGV > count + 1
-local v = redis.call('HMGET', M, 'born', 'held', 'nq')
+local raw = redis.call('GET', S)
 if not then_ then
-  if not v[1] then return {removed} end -- no state (lost): nothing is counted, nothing to do
-  if (tonumber(v[3]) or 0) == 0 then -- nobody queued: nobody to grant
-    if freed > 0 then redis.call('HSET', M, 'held', (tonumber(v[2]) or 0) - freed) end
-    return {removed}
+  if not raw then return {removed, 0, c} end -- no state (lost): nothing is counted, nothing to do
+  local born, qt, why, tok, held, nq, mexp, rchk, mttl, mttlx, seq, rid = string.match(raw, PAT)
+  if nq == '0' then -- nobody queued: nobody to grant
+    held = tonumber(held, 16) - freed
+    if freed > 0 then
+      redis.call('SET', S, table.concat({born, qt, why, tok, string.format('%x', held), nq, mexp, rchk, mttl,
+                                         mttlx, seq, rid}, ' '))
+    end
+    return {removed, 0, c - held}
   end
 end
 ` + slow + `
 local now = clock()
-local a = count + 2
-local member, ttl, wait, hb, push, seen, longest
-if then_ then
-  member, ttl, wait = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2] == '1'
-  hb, push, seen, longest = tonumber(ARGV[a + 3]), ARGV[a + 4], tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
-end
-local st = load(now, ttl or 0, longest or 0, then_)
-if v[1] then st.held = st.held - freed end -- a state made just now counts nothing of before
-for i = 2, count + 1 do
-  if redis.call('ZREM', Q, ARGV[i]) == 1 then
-    redis.call('ZREM', QE, ARGV[i])
-    redis.call('HDEL', QX, ARGV[i])
-    st.nq = st.nq - 1
+local a
+if then_ then a = request(count + 2) end
+local st = load(now, a and a.ttl or 0, a and a.longest or 0, then_, raw)
+if raw then st.held = st.held - freed end -- a state made just now counts nothing of before
+if st.nq > 0 and count > 0 then -- the queue entries of waits given up
+  local gone = redis.call('ZREM', Q, unpack(ARGV, 2, count + 1))
+  if gone > 0 then
+    redis.call('HDEL', QX, unpack(ARGV, 2, count + 1))
+    st.nq = st.nq - gone
   end
 end
 purge(st, now)
-heads(st, now, nil)
+heads(st, now, nil, nil)
 if not then_ then
   save(st)
-  return {removed}
+  return {removed, st.nq, c - st.held}
 end
-local r = ask(st, now, member, ttl, wait, hb, push, seen)
-table.insert(r, 1, removed)
-return r
+local r = ask(st, now, a)
+local out = {removed, r[7], r[8]}
+for _, x in ipairs(r) do out[#out + 1] = x end
+return out
 `
 
-// renew: KEYS m l q qe qx; ARGV ttl, seen, longest, count, then member, token, epoch for each of
-// count leases, then member, token for each lease to register whatever the capacity. Returns
-// {epoch, paused, why, longest, status...}, status 1 renewed, 2 registered (again: granted in an
-// earlier epoch, and it fits; or granted while the backend was unreachable), 0 lost.
+// renew: KEYS s l q qx; ARGV ttl, seen (hex), longest, count, then member, token (hex), epoch
+// (hex) for each of count leases, then member, token (hex) for each lease to register whatever
+// the capacity. Returns {epoch, paused, why, longest, status...}, status 1 renewed, 2 registered
+// (again: granted in an earlier epoch, and it fits; or granted while the backend was
+// unreachable), 0 lost.
 var renewScript = redis.NewScript(`
-local M, L, Q, QE, QX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-` + slow + `
-local ttl, seen, longest, count = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local S, L, Q, QX = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+` + state + slow + `
+local ttl, seen, longest, count = tonumber(ARGV[1]), tonumber(ARGV[2], 16), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = clock()
-local st = load(now, ttl, longest, true)
+local st = load(now, ttl, longest, true, redis.call('GET', S))
 if seen > st.tok then st.tok = seen end
 purge(st, now)
 local out = {}
 local exp = now + ttl
 local last = 4 + 3 * count
 for i = 5, last, 3 do
-  local m, tok, ep = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  local m, tok, ep = ARGV[i], tonumber(ARGV[i + 1], 16), tonumber(ARGV[i + 2], 16)
   local r = 0
   if redis.call('ZADD', L, 'XX', 'CH', exp, m) == 1 or redis.call('ZSCORE', L, m) then
     r = 1
   elseif ep ~= st.born then
     local c, n = weight(m)
     if st.held + n <= c then
-      lease(st, m, n, exp)
+      redis.call('ZADD', L, exp, m)
+      add(st, n, exp)
       if tok > st.tok then st.tok = tok end
       r = 2
     end
@@ -379,17 +456,18 @@ for i = 5, last, 3 do
   out[#out + 1] = r
 end
 for i = last + 1, #ARGV, 2 do
-  local m, tok = ARGV[i], tonumber(ARGV[i + 1])
+  local m, tok = ARGV[i], tonumber(ARGV[i + 1], 16)
   if redis.call('ZADD', L, 'XX', 'CH', exp, m) == 1 or redis.call('ZSCORE', L, m) then
     out[#out + 1] = 1
   else
     local _, n = weight(m)
-    lease(st, m, n, exp)
+    redis.call('ZADD', L, exp, m)
+    add(st, n, exp)
     if tok > st.tok then st.tok = tok end
     out[#out + 1] = 2
   end
 end
-heads(st, now, nil)
+heads(st, now, nil, nil)
 save(st)
 local p, why, lt = paused(st, now)
 local reply = {st.born, p, why, lt}
