@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,6 +37,15 @@ func openRequests(t testing.TB, n int, name string) (done func()) {
 	for range 3 * n {
 		<-started
 	}
+	// Each avatar's parked subtask may start before its owner reaches Join: wait (seconds at
+	// most) until every avatar scope is joining, or identical scopes would differ in state.
+	deadline := time.Now().Add(10 * time.Second)
+	for joiningAvatars(inspect.Snapshot().Scopes) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s, %d of %d avatar scopes are joining", joiningAvatars(inspect.Snapshot().Scopes), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	return func() {
 		close(release)
 		for _, s := range scopes {
@@ -44,6 +54,18 @@ func openRequests(t testing.TB, n int, name string) (done func()) {
 			}
 		}
 	}
+}
+
+// joiningAvatars counts the scopes named "avatar" in the trees of roots whose owner waits in Join.
+func joiningAvatars(roots []*inspect.Scope) int {
+	n := 0
+	for _, sc := range roots {
+		if sc.Name == "avatar" && sc.State == "joining" {
+			n++
+		}
+		n += joiningAvatars(sc.Children)
+	}
+	return n
 }
 
 // Regression (issue 21): forty requests gave forty identical cards (a 4,198 px page) or eighty
