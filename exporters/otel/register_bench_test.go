@@ -9,6 +9,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/goloom/loom/exporters/internal/exporttest"
 	loomotel "github.com/goloom/loom/exporters/otel"
 	"github.com/goloom/loom/limiter"
 )
@@ -16,29 +17,18 @@ import (
 // BenchmarkDo is a named limiter's uncontended call, with and without loom's instruments
 // registered: they are read when a reader collects only, so the two must cost the same.
 func BenchmarkDo(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		b.Run(fmt.Sprintf("registered=%v", on), func(b *testing.B) {
-			if on {
-				reader := sdkmetric.NewManualReader()
-				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-				defer mp.Shutdown(context.Background())
-				if _, err := loomotel.Register(mp); err != nil {
-					b.Fatal(err)
-				}
-				var rm metricdata.ResourceMetrics
-				if err := reader.Collect(context.Background(), &rm); err != nil {
-					b.Fatal(err)
-				}
-			}
-			l := limiter.New(8, limiter.WithName(fmt.Sprintf("bench-do-%v", on)))
-			ctx := context.Background()
-			fn := func(context.Context) error { return nil }
-			b.ReportAllocs()
-			for b.Loop() {
-				_ = l.Do(ctx, fn)
-			}
-		})
-	}
+	exporttest.BenchmarkDo(b, "registered", func(b *testing.B) {
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+		if _, err := loomotel.Register(mp); err != nil {
+			b.Fatal(err)
+		}
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			b.Fatal(err)
+		}
+	})
 }
 
 // BenchmarkCollect is one collection of a process with 1,000 named limiters through the SDK's

@@ -1,7 +1,6 @@
 package prometheus_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/goloom/loom/exporters/internal/exporttest"
 	loomprom "github.com/goloom/loom/exporters/prometheus"
 	"github.com/goloom/loom/limiter"
 )
@@ -19,24 +19,13 @@ import (
 // BenchmarkDo is a named limiter's uncontended call, with and without the collector registered:
 // the collector reads at scrape time only, so the two must cost the same.
 func BenchmarkDo(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		b.Run(fmt.Sprintf("collector=%v", on), func(b *testing.B) {
-			if on {
-				reg := prometheus.NewRegistry()
-				reg.MustRegister(loomprom.NewCollector())
-				if _, err := reg.Gather(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			l := limiter.New(8, limiter.WithName(fmt.Sprintf("bench-do-%v", on)))
-			ctx := context.Background()
-			fn := func(context.Context) error { return nil }
-			b.ReportAllocs()
-			for b.Loop() {
-				_ = l.Do(ctx, fn)
-			}
-		})
-	}
+	exporttest.BenchmarkDo(b, "collector", func(b *testing.B) {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(loomprom.NewCollector())
+		if _, err := reg.Gather(); err != nil {
+			b.Fatal(err)
+		}
+	})
 }
 
 // BenchmarkScrape is one scrape of a process with 1,000 named limiters: the collector's own
