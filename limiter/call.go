@@ -69,17 +69,12 @@ const (
 	refused             // fn never started: the call was refused on its way in
 )
 
-// begin counts the call in (c.l and c.ctx set). It must be the first thing a call does.
+// begin counts the call in (c.l and c.ctx set), and gives it the extras a limiter that is not
+// plain needs (a logger or steps). It must be the first thing a call does.
 func (c *call) begin() {
-	c.l.count.submitted.Add(1)
-	if !c.l.plain {
-		c.extend(c.l)
-	}
-}
-
-// extend gives the call the extras its limiter needs.
-func (c *call) extend(l *Limiter) {
-	if l.stamp || len(l.steps) > 0 {
+	l := c.l
+	l.count.submitted.Add(1)
+	if !l.plain {
 		c.x = &extras{}
 		if l.stamp {
 			c.x.born = time.Since(l.epoch)
@@ -116,7 +111,7 @@ func (c *call) times() (t0, t1 time.Time) {
 
 // admitRest takes the steps after the slot under parent, the context the task's derives from,
 // and has a last look at Shutdown: past it, the task starts. It returns the task's context, or
-// why the call will not start; what it took until then is in c, for end to give back.
+// why the call will not start; what it took until then is in c, for finish to give back.
 func (c *call) admitRest(parent context.Context) (context.Context, error) {
 	tctx := parent
 	if len(c.l.steps) > 0 {

@@ -46,7 +46,7 @@ func Submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T,
 	return submit(ctx, l, fn)
 }
 
-// submit begins a task and puts it on its way: Submit, and Do and Call with a task timeout.
+// submit begins a task and puts it on its way (Submit).
 func submit[T any](ctx context.Context, l *Limiter, fn func(context.Context) (T, error)) *Future[T] {
 	f := &Future[T]{fn: fn}
 	f.t.l, f.t.ctx = l, ctx

@@ -411,9 +411,10 @@ func (t *task) complete(e *ending) (next runner) {
 	if !e.counted {
 		t.deliver()
 	}
-	if t.cancel != nil && t.watched() {
-		// Stop the timer, or leave the parent's list of children. A task context with neither
-		// is garbage once fn is done; cancelling it would only cost time (Submit's throughput).
+	if t.cancel != nil {
+		// Stop the timer, or leave the parent's list of children. Only a watched task has a
+		// context of its own to cancel (see start): an unwatched one runs under the task itself,
+		// and pays for no WithCancel (Submit's throughput).
 		t.cancel()
 	}
 	return next

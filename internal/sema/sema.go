@@ -86,7 +86,7 @@ type Waiter struct {
 	mark       int64                // with a gate: the mark of the pass it was granted with (see Gate)
 	queued     bool                 // on the queue; guarded by Sema.mu
 	taken      bool                 // served by ReleaseAndTake: the taker runs owner; set before signalling
-	// The fields are ordered so that the node packs into 88 bytes: a Submitted task embeds it,
+	// The fields are ordered so that the node packs into 96 bytes: a Submitted task embeds it,
 	// and a million queued tasks pay for every word (BenchmarkLimiterWaitingMemory).
 }
 
@@ -628,10 +628,11 @@ func (s *Sema) Release(n int64) {
 	// The fast path: one addition, and nobody to serve, nothing to check. (Not small enough to
 	// inline; semaphore's Release is, so a Release costs one call.)
 	if n > 0 && n <= MaxPermits {
-		if word := s.state.Add(n); word >= threshold && word <= s.capacity.Load() && !s.draining.Load() {
+		word := s.state.Add(n)
+		if word >= threshold && word <= s.capacity.Load() && !s.draining.Load() {
 			return
 		}
-		s.released(n, false)
+		s.released(word, n, false)
 		return
 	}
 	s.release(n, false)
@@ -663,14 +664,13 @@ func (s *Sema) release(n int64, take bool) (owner any) {
 	if n > MaxPermits {
 		panic("semaphore: released more than held")
 	}
-	s.state.Add(n)
-	return s.released(n, take)
+	return s.released(s.state.Add(n), n, take)
 }
 
-// released is release once n permits are back in the word: it serves the queue, checks an
-// over-release, and tells Drained.
-func (s *Sema) released(n int64, take bool) (owner any) {
-	avail, queued := decode(s.state.Load())
+// released is release once n permits are back in the word, word being the sum the addition
+// returned: it serves the queue, checks an over-release, and tells Drained.
+func (s *Sema) released(word, n int64, take bool) (owner any) {
+	avail, queued := decode(word)
 	suspect := avail > s.capacity.Load()
 	if !queued && !suspect {
 		if s.draining.Load() {
