@@ -115,15 +115,15 @@ func (l *Limiter) tokenTooLate(ctx context.Context) bool {
 	if l.rate == nil {
 		return false
 	}
-	limit, bounded := l.bound(ctx, l.cfg.acquireTimeout)
+	limit, bounded := bound(ctx, l.cfg.acquireTimed, l.cfg.acquireTimeout)
 	return bounded && l.rate.due(int64(l.slots.Waiting())+1) > limit
 }
 
-// bound returns how long a call may wait for a token: left of its acquire timeout, if it has
-// one, and what is left of its ctx's deadline. bounded is false when neither bounds it.
-func (l *Limiter) bound(ctx context.Context, left time.Duration) (wait time.Duration, bounded bool) {
+// bound returns how long a call may wait for a token: left of its acquire timeout, if it has one
+// (timed), and what is left of its ctx's deadline. bounded is false when neither bounds it.
+func bound(ctx context.Context, timed bool, left time.Duration) (wait time.Duration, bounded bool) {
 	wait = time.Duration(math.MaxInt64)
-	if l.cfg.acquireTimed {
+	if timed {
 		wait, bounded = left, true
 	}
 	if dl, ok := ctx.Deadline(); ok {

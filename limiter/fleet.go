@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -110,14 +109,10 @@ type fleetToken struct{ r *fleet.Rate }
 // as WithRate's), and one whose wait is cut short is given back. Once it has come it is spent:
 // nothing to hold.
 func (s fleetToken) take(w stepWait) (hold, context.Context, error) {
-	maxWait, bounded := time.Duration(math.MaxInt64), false
-	if w.timed {
-		maxWait, bounded = w.left, true
-	}
-	if dl, ok := w.ctx.Deadline(); ok {
-		maxWait, bounded = max(0, min(maxWait, time.Until(dl))), true
-	}
-	if !bounded {
+	maxWait, bounded := bound(w.ctx, w.timed, w.left)
+	if bounded {
+		maxWait = max(0, maxWait) // a deadline already past: only a token there now
+	} else {
 		maxWait = -1 // whenever it comes
 	}
 	res, err := s.r.Reserve(w.ctx, maxWait)

@@ -131,7 +131,7 @@ func (h *hot) read(r *ScopeRecord, buf []taskCopy) []taskCopy {
 		h.outcomes(&again)
 		if done == again || try == readTries-1 {
 			r.Succeeded, r.Failed, r.CancelledSubtasks = done[Succeeded], done[Failed], done[Cancelled]
-			r.Blocked = int64(w >> 40)
+			r.Blocked = int64(w / blockedOne)
 			r.Running = int64(w&forkMask) - r.Blocked - r.Succeeded - r.Failed - r.CancelledSubtasks
 			return buf
 		}
