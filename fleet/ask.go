@@ -104,7 +104,7 @@ func (s *Semaphore) ask(w *wait, me *waiter) (*Permit, error) {
 				s.forget(me) // it was not queued: nothing to give back
 				return nil, ErrTimeout
 			}
-			if !s.subscribed() && s.subscribe(w.wctx) {
+			if s.subscribe(w.wctx) {
 				all = true // from now on grants are pushed to us: say so, and look again
 				continue
 			}
@@ -240,13 +240,6 @@ func (s *Semaphore) onGrant(g fleetdriver.Lease) {
 	}
 }
 
-// subscribed reports whether grants are pushed to this Semaphore.
-func (s *Semaphore) subscribed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.unsub != nil
-}
-
 // subscribe makes the grant subscription if there is none yet, and reports whether it made one
 // now. Only the head calls it. A failed attempt is not repeated within a probe interval; the
 // head still asks again at the times the backend gives, and learns of its grant then.
@@ -299,10 +292,7 @@ func (s *Semaphore) granted(w *wait, me *waiter, g grantMessage) (p *Permit, aga
 		s.abandon(g.lease) // (Close's last release has gone: this one retries once, at once)
 		return nil, false, ErrClosed
 	}
-	if s.byID[me.e.lease.ID] == me {
-		delete(s.byID, me.e.lease.ID)
-	}
-	me.e = nil
+	s.dropEntryLocked(me)
 	p = newPermit(s, g.lease, false)
 	s.registerLocked(p, g.safe)
 	s.mu.Unlock()

@@ -11,3 +11,11 @@ func RenewNow(s *Semaphore) {
 
 // Flush sends the pending releases of s now, on the caller's goroutine.
 func Flush(s *Semaphore) { s.flush() }
+
+// Entries returns how many waiters' entries s maps by lease ID, and how many waiters its line
+// holds.
+func Entries(s *Semaphore) (entries, line int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.byID), len(s.line)
+}

@@ -119,15 +119,10 @@ func (s *Semaphore) leave(me *waiter) {
 		back = append(back, g.lease)
 	default:
 	}
-	if e := me.e; e != nil {
-		if s.byID[e.lease.ID] == me {
-			delete(s.byID, e.lease.ID)
-		}
-		if e.sent {
-			back = append(back, e.lease)
-		}
-		me.e = nil
+	if e := me.e; e != nil && e.sent {
+		back = append(back, e.lease)
 	}
+	s.dropEntryLocked(me)
 	s.mu.Unlock()
 	if len(back) > 0 {
 		s.retry(back, time.Now().Add(s.cfg.ttl))
@@ -147,14 +142,15 @@ func (s *Semaphore) takeOrAsk(me *waiter) (*Permit, bool) {
 	}()
 	if p := me.permit; p != nil {
 		me.permit = nil
-		if s.leases[p.lease.ID] == p && time.Now().Before(p.deadline) {
+		live := s.leases[p.lease.ID] == p
+		if live && time.Now().Before(p.deadline) {
 			p.forWaiter = false
-			me.e = nil
+			s.dropEntryLocked(me)
 			s.count.acquired.Add(1)
 			return p, true
 		}
 		// Lost while it was held (not renewed in time): ask anew, with a new entry.
-		if s.leases[p.lease.ID] == p {
+		if live {
 			s.loseLocked(p)
 			lost = p
 		}
@@ -167,11 +163,18 @@ func (s *Semaphore) takeOrAsk(me *waiter) (*Permit, bool) {
 
 // renameLocked gives me the entry e in place of its own. s.mu is held.
 func (s *Semaphore) renameLocked(me *waiter, e *entry) {
+	s.dropEntryLocked(me)
+	me.e = e
+	s.byID[e.lease.ID] = me
+}
+
+// dropEntryLocked ends me's entry: byID forgets it (if it still maps to me), and me has none.
+// Every way a waiter's entry ends comes here, so that byID holds only live entries. s.mu is held.
+func (s *Semaphore) dropEntryLocked(me *waiter) {
 	if me.e != nil && s.byID[me.e.lease.ID] == me {
 		delete(s.byID, me.e.lease.ID)
 	}
-	me.e = e
-	s.byID[e.lease.ID] = me
+	me.e = nil
 }
 
 // request builds the head's next request: its own entry, and, when grants are pushed to this

@@ -127,7 +127,11 @@ func (s *Semaphore) renew() time.Duration {
 	s.see(rep.Epoch, rep.Paused, rep.Pause, rep.LongestTTL, 0, false)
 	next, again := s.renewed(permits, len(req.Leases), rep, sent)
 	if again {
-		s.flush() // leases released while the renewal registered them: release them now
+		// Leases released while the renewal registered them: release them now, and if that
+		// fails, come back at its backoff rather than at the next renewal.
+		if d := s.flush(); d > 0 && (next <= 0 || d < next) {
+			next = d
+		}
 	}
 	return next
 }

@@ -375,7 +375,7 @@ func (s *Semaphore) fallback(w *wait, cause error) (*Permit, error) {
 // grantDegraded returns a permit granted without a lease; fromDegr says it holds n of degr's
 // permits. It has a lease ID all the same: once the backend answers again, it registers under it.
 func (s *Semaphore) grantDegraded(n int64, fromDegr bool) (*Permit, error) {
-	lease := fleetdriver.Lease{ID: s.inst + "." + strconv.FormatUint(s.seq.Add(1), 36), N: n, Capacity: s.capacity}
+	lease := fleetdriver.Lease{ID: s.inst + "." + s.nextSeq(), N: n, Capacity: s.capacity}
 	p := newPermit(s, lease, true)
 	p.fromDegr = fromDegr
 	s.mu.Lock()

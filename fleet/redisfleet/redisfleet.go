@@ -157,7 +157,13 @@ func parseAcquire(v []any, behind int) (fleetdriver.AcquireReply, error) {
 	if behind < 0 || len(v) != 8+behind {
 		return fleetdriver.AcquireReply{}, fmt.Errorf("redisfleet: acquire: reply of %d elements for %d behind", len(v), behind)
 	}
-	n := make([]int64, len(v))
+	var buf [8 + 8]int64 // on the stack for up to 8 behind; more are rare
+	var n []int64
+	if len(v) <= len(buf) {
+		n = buf[:len(v)]
+	} else {
+		n = make([]int64, len(v))
+	}
 	if err := ints("acquire", v, n); err != nil {
 		return fleetdriver.AcquireReply{}, err
 	}
