@@ -110,7 +110,7 @@ func (s *Semaphore) leave(me *waiter) {
 	if p := me.permit; p != nil {
 		me.permit = nil
 		if s.leases[p.lease.ID] == p {
-			s.unholdLocked(p)
+			s.dropLeaseLocked(p, context.Canceled) // held for a waiter that left without it
 			back = append(back, p.lease)
 		}
 	}
@@ -338,16 +338,6 @@ func (s *Semaphore) holdLocked(g fleetdriver.Lease, safe time.Time) *Permit {
 	p.forWaiter = true
 	s.registerLocked(p, safe)
 	return p
-}
-
-// unholdLocked takes back a Permit held for a waiter that left without it; the caller gives its
-// lease back to the backend. s.mu is held.
-func (s *Semaphore) unholdLocked(p *Permit) {
-	delete(s.leases, p.lease.ID)
-	s.held -= p.lease.N
-	s.leased -= p.lease.N
-	s.leaseEndedLocked()
-	p.cancel(context.Canceled)
 }
 
 // registerLocked makes p (a lease granted at or after safe) live: counted, renewed, watched.

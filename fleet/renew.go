@@ -284,12 +284,19 @@ func (s *Semaphore) expire() {
 // ours or of the caller's on this goroutine: context.AfterFunc callbacks run on their own.)
 // s.mu is held.
 func (s *Semaphore) loseLocked(p *Permit) {
+	s.dropLeaseLocked(p, ErrLeaseLost)
+	s.count.lost.Add(1)
+}
+
+// dropLeaseLocked ends p's live lease in this process: no longer held, renewed or counted by
+// Degrade, its context done with cause. Giving the lease back to the backend, if it is to be, is
+// the caller's. s.mu is held.
+func (s *Semaphore) dropLeaseLocked(p *Permit, cause error) {
 	delete(s.leases, p.lease.ID)
 	s.held -= p.lease.N
 	s.leased -= p.lease.N
 	s.leaseEndedLocked()
-	p.cancel(ErrLeaseLost)
-	s.count.lost.Add(1)
+	p.cancel(cause)
 }
 
 // leaseEndedLocked tells the Degrade waiters that a lease ended (they count the leases still
