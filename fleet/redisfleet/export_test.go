@@ -2,7 +2,6 @@ package redisfleet
 
 import (
 	"context"
-	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -41,17 +40,15 @@ func HashTag(key string) string {
 // Held returns the summed weight of the leases of name as its state on the Redis behind c says,
 // and whether there is a state.
 func Held(ctx context.Context, c redis.Cmdable, name string) (int64, bool, error) {
-	raw, err := c.Get(ctx, keysOf(name).sem[0]).Result()
+	h, err := c.HGet(ctx, keysOf(name).sem[0], "h").Int64()
 	if err == redis.Nil {
 		return 0, false, nil
 	}
 	if err != nil {
 		return 0, false, err
 	}
-	f := strings.Fields(raw)
-	if len(f) != 12 {
-		return 0, true, strconv.ErrSyntax
+	if h >= 1<<51 { // (see scripts.go: h is held + 2^52 while anyone is queued)
+		h -= 1 << 52
 	}
-	held, err := strconv.ParseInt(f[4], 16, 64)
-	return held, true, err
+	return h, true, nil
 }

@@ -8,11 +8,12 @@ import (
 // The keys of one name. Every key and the channel carry the escaped name as their hash tag
 // ("{...}"), so in a Cluster they all live in one slot and a script may touch them together.
 //
-//	fleet:{NAME}:s     string: the state, twelve fields (see scripts.go) — the epoch, the pause
-//	                   and its reason, the last token, the summed weight of the leases, the queue
-//	                   length, a lower bound of the earliest lease expiry, when a script last
-//	                   trusted the state, the longest TTL in use and until when, the queue's
-//	                   arrival counter, the server run that last confirmed the state
+//	fleet:{NAME}:s     hash: the state (see scripts.go). b: eleven fields, packed — the epoch,
+//	                   the pause and its reason, the last token, the queue length, a lower bound
+//	                   of the earliest lease expiry, when a script last trusted the state, the
+//	                   longest TTL in use and until when, the queue's arrival counter, the
+//	                   server run that last confirmed the state; h: the summed weight of the
+//	                   leases (plus 2^52 while anyone is queued)
 //	fleet:{NAME}:l     sorted set: lease member → expiry (µs)
 //	fleet:{NAME}:q     sorted set: queued member → arrival number
 //	fleet:{NAME}:qx    hash: queued member → "DEATH TTL PUSH" (hexadecimal µs: when its entry dies

@@ -6,20 +6,26 @@ import "github.com/redis/go-redis/v9"
 // with TIME (Redis's clock decides every expiry), and purges what has expired before it decides.
 // Times are microseconds.
 //
-// The state of a name (see keys.go) is one string, s: twelve fields separated by spaces, in
-// this order — born (the epoch: when this state was created, or found to have gone back in
+// The state of a name (see keys.go) is a hash, s, of two fields. b holds, packed with
+// struct.pack (a version byte, 1, then ten little-endian doubles, then a zero-terminated string),
+// in this order: born (the epoch: when this state was created, or found to have gone back in
 // time), qt (no new grants before it), why (the reason of that pause), tok (the last fencing
-// token), held, nq, mexp, rchk (when a script last trusted the state), mttl and mttlx (the
-// longest lease TTL seen, and until when a lease of it may live), seq (the arrival counter of
-// the queue) and rid (the run ID of the server that last confirmed the state). The numbers are
-// hexadecimal: written with string.format('%x') and read with tonumber(x, 16), which cost a
-// fraction of what a decimal number of sixteen digits does (Lua writes a number given to
-// redis.call with '%.17g', and reads one with strtod: a few thousand instructions each, more
-// than many a Redis command). Beside it: the sorted set l of leases by expiry, and the queue —
-// q (members by arrival) and qx (member → "DEATH TTL PUSH": when its entry dies unless asked
-// about again, the TTL of the lease it asks for, whether its asker listens for its grant).
+// token), nq, mexp, rchk (when a script last trusted the state), mttl and mttlx (the longest
+// lease TTL seen, and until when a lease of it may live), seq (the arrival counter of the queue)
+// and rid (the run ID of the server that last confirmed the state). h is held, plus F = 2^52
+// while anyone is queued. struct.pack and struct.unpack write and read the numbers as they are
+// (a double holds every integer below 2^53 exactly: microseconds until the year 2255), in a
+// fraction of what text costs: Lua writes a number given to redis.call with '%.17g', and reads
+// one with strtod, a few thousand instructions each, more than many a Redis command; measured,
+// unpacking b costs a sixth of matching and converting twelve hexadecimal fields. h stands apart
+// so that a release that finds nobody queued is one HINCRBY: no read, no decoding. Beside s: the
+// sorted set l of leases by expiry, and the queue — q (members by arrival) and qx (member →
+// "DEATH TTL PUSH": when its entry dies unless asked about again, the TTL of the lease it asks
+// for, whether its asker listens for its grant).
 // Invariants every script keeps:
 //   - held is the summed weight of the members of l; so held == 0 exactly when l is empty.
+//   - h is held + F exactly when nq > 0; b and h are written together, but for a release's
+//     HINCRBY of h while nobody is queued.
 //   - nq is the number of members of q; q and qx have the same members. An entry whose DEATH
 //     has passed is dead: it is dropped when it reaches the head of the queue, and until then
 //     it holds up nobody (only the head can be granted).
@@ -50,14 +56,14 @@ import "github.com/redis/go-redis/v9"
 //     by the failover's own duration to within that millisecond. So under steady traffic INFO is
 //     never read; only a name idle for a millisecond pays for it (5 µs).
 //
-// The uncontended paths come first and touch as little as they can (an Acquire: TIME, GET, ZADD
-// and SET; a Release with nobody queued: ZREM, GET and SET); everything else is defined below
-// them and only runs when needed.
+// The uncontended paths come first and touch as little as they can (an Acquire: TIME, HMGET,
+// ZADD and HSET; a Release with nobody queued: ZREM and HINCRBY); everything else is defined
+// below them and only runs when needed.
 
 // state is the codec of s, which every script needs first.
 const state = `
-local PAT = '^(%x+) (%x+) (%x+) (%x+) (%x+) (%x+) (%x+) (%x+) (%x+) (%x+) (%x+) (%S+)$'
-local FMT = '%x %x %x %x %x %x %x %x %x %x %x %s'
+local FMT = '<Bdddddddddds'
+local F = 4503599627370496 -- 2^52: h is held + F while anyone is queued
 `
 
 // slow is the shared part of the scripts' slow paths: it loads, creates and purges the state,
@@ -81,17 +87,20 @@ local function runid()
   return string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 end
 
-local function decode(raw)
-  local born, qt, why, tok, held, nq, mexp, rchk, mttl, mttlx, seq, rid = string.match(raw, PAT)
-  if not born then return nil end
-  return {born = tonumber(born, 16), qt = tonumber(qt, 16), why = tonumber(why, 16), tok = tonumber(tok, 16),
-          held = tonumber(held, 16), nq = tonumber(nq, 16), mexp = tonumber(mexp, 16), rchk = tonumber(rchk, 16),
-          mttl = tonumber(mttl, 16), mttlx = tonumber(mttlx, 16), seq = tonumber(seq, 16), rid = rid}
+local function decode(raw, h)
+  local held = tonumber(h)
+  if not held or string.byte(raw) ~= 1 or string.byte(raw, -1) ~= 0 or #raw < 83 then return nil end
+  local _, born, qt, why, tok, nq, mexp, rchk, mttl, mttlx, seq, rid = struct.unpack(FMT, raw)
+  if nq > 0 then held = held - F end
+  return {born = born, qt = qt, why = why, tok = tok, held = held, nq = nq, mexp = mexp, rchk = rchk,
+          mttl = mttl, mttlx = mttlx, seq = seq, rid = rid}
 end
 
 local function save(st)
-  redis.call('SET', S, string.format(FMT, st.born, st.qt, st.why, st.tok, st.held, st.nq, st.mexp, st.rchk,
-                                     st.mttl, st.mttlx, st.seq, st.rid))
+  local h = st.held
+  if st.nq > 0 then h = h + F end
+  redis.call('HSET', S, 'b', struct.pack(FMT, 1, st.born, st.qt, st.why, st.tok, st.nq, st.mexp, st.rchk,
+                                         st.mttl, st.mttlx, st.seq, st.rid), 'h', h)
 end
 
 -- seettl notes a request's TTL: the longest one is remembered while a lease of it may live.
@@ -110,8 +119,8 @@ end
 -- again on their next renewal within that time. A state confirmed by another server run may
 -- have gone back in time: it gets a new epoch and the same pause, and its leases still count. A
 -- longer TTL seen during the pause lengthens it.
-local function load(now, ttl, longest, create, raw)
-  local st = raw and (decode(raw) or error('redisfleet: the state of this name is not one the scripts wrote'))
+local function load(now, ttl, longest, create, raw, h)
+  local st = raw and (decode(raw, h) or error('redisfleet: the state of this name is not one the scripts wrote'))
   if not st then
     if not create then return nil end
     -- Anything left of an older state (a partial loss, as by eviction) is not counted: drop it.
@@ -332,35 +341,32 @@ local member, ttl = ARGV[1], tonumber(ARGV[2])
 ` + state + `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local raw = redis.call('GET', S)
+local hb = redis.call('HMGET', S, 'b', 'h')
+local raw = hb[1]
 local c, n = string.match(member, ':(%d+):(%d+)$')
 c, n = tonumber(c), tonumber(n)
 -- Uncontended: one member, a state trusted within the last millisecond (see rchk), nobody
 -- queued, no pause, no lease that may have expired, the longest TTL unchanged, and it fits.
 -- mttlx (until when a lease of the longest TTL may live) becomes exp without being read: every
 -- script that set it ran at rchk or before with this same TTL, so exp is no earlier.
-if raw and #ARGV == 7 then
-  local born, qt, why, tok, held, nq, mexp, rchk, mttl, mttlx, seq, rid = string.match(raw, PAT)
-  born, qt, tok, held = tonumber(born, 16), tonumber(qt, 16), tonumber(tok, 16), tonumber(held, 16)
-  nq, mexp, rchk, mttl = tonumber(nq, 16), tonumber(mexp, 16), tonumber(rchk, 16), tonumber(mttl, 16)
+local held = tonumber(hb[2])
+if raw and held and #ARGV == 7 and string.byte(raw) == 1 and string.byte(raw, -1) == 0 and #raw >= 83 then
+  local _, born, qt, why, tok, nq, mexp, rchk, mttl, mttlx, seq, rid = struct.unpack(FMT, raw)
   if nq == 0 and now >= qt and (held == 0 or now < mexp) and held + n <= c
       and now >= rchk and now - rchk < 1000 and ttl == mttl then
     tok = math.max(tok + 1, now, tonumber(ARGV[6], 16) + 1)
     local exp = now + ttl
-    if redis.call('ZADD', L, 'NX', exp, member) == 1 then
+    if redis.call('ZADD', L, exp, member) == 1 then -- (0: granted before, now renewed)
       if held == 0 or exp < mexp then mexp = exp end
       held = held + n
-    else
-      redis.call('ZADD', L, exp, member)
     end
-    redis.call('SET', S, string.format(FMT, born, qt, tonumber(why, 16), tok, held, nq, mexp, now, mttl, exp,
-                                       tonumber(seq, 16), rid))
+    redis.call('HSET', S, 'b', struct.pack(FMT, 1, born, qt, why, tok, nq, mexp, now, mttl, exp, seq, rid), 'h', held)
     return {1, tok, born, 0, 0, mttl, 0, c - held}
   end
 end
 ` + slow + `
 local a = request(1)
-local st = load(now, a.ttl, a.longest, true, raw)
+local st = load(now, a.ttl, a.longest, true, raw, hb[2])
 purge(st, now)
 return ask(st, now, a)
 `
@@ -376,38 +382,39 @@ const releaseScriptSrc = `
 local S, L, Q, QX = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local count = tonumber(ARGV[1])
 ` + state + `
-local removed, freed = 0, 0
+local removed, freed, rest = 0, 0, {}
 for i = 2, count + 1 do
   if redis.call('ZREM', L, ARGV[i]) == 1 then
     removed = removed + 1
     freed = freed + tonumber(string.match(ARGV[i], ':(%d+)$'))
+  else
+    rest[#rest + 1] = ARGV[i] -- not a lease: maybe a queue entry (a member is never both)
   end
 end
 local c = tonumber(string.match(ARGV[2], ':(%d+):%d+$'))
 local then_ = #ARGV > count + 1
-local raw = redis.call('GET', S)
-if not then_ then
-  if not raw then return {removed, 0, c} end -- no state (lost): nothing is counted, nothing to do
-  local born, qt, why, tok, held, nq, mexp, rchk, mttl, mttlx, seq, rid = string.match(raw, PAT)
-  if nq == '0' then -- nobody queued: nobody to grant
-    held = tonumber(held, 16) - freed
-    if freed > 0 then
-      redis.call('SET', S, table.concat({born, qt, why, tok, string.format('%x', held), nq, mexp, rchk, mttl,
-                                         mttlx, seq, rid}, ' '))
-    end
-    return {removed, 0, c - held}
+local lowered = not then_ and freed > 0
+if lowered then
+  local h = redis.call('HINCRBY', S, 'h', -freed)
+  if h < 0 then -- no state (lost), and the increment made one: nothing is counted, nothing to do
+    redis.call('DEL', S)
+    return {removed, 0, c}
   end
+  if h < F / 2 then return {removed, 0, c - h} end -- nobody queued: nobody to grant
 end
+local hb = redis.call('HMGET', S, 'b', 'h')
+local raw = hb[1]
+if not then_ and not raw then return {removed, 0, c} end -- no state (lost): nothing to do
 ` + slow + `
 local now = clock()
 local a
 if then_ then a = request(count + 2) end
-local st = load(now, a and a.ttl or 0, a and a.longest or 0, then_, raw)
-if raw then st.held = st.held - freed end -- a state made just now counts nothing of before
-if st.nq > 0 and count > 0 then -- the queue entries of waits given up
-  local gone = redis.call('ZREM', Q, unpack(ARGV, 2, count + 1))
+local st = load(now, a and a.ttl or 0, a and a.longest or 0, then_, raw, hb[2])
+if raw and not lowered then st.held = st.held - freed end -- a state made just now counts nothing of before
+if st.nq > 0 and #rest > 0 then -- the queue entries of waits given up
+  local gone = redis.call('ZREM', Q, unpack(rest))
   if gone > 0 then
-    redis.call('HDEL', QX, unpack(ARGV, 2, count + 1))
+    redis.call('HDEL', QX, unpack(rest))
     st.nq = st.nq - gone
   end
 end
@@ -433,7 +440,8 @@ local S, L, Q, QX = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 ` + state + slow + `
 local ttl, seen, longest, count = tonumber(ARGV[1]), tonumber(ARGV[2], 16), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = clock()
-local st = load(now, ttl, longest, true, redis.call('GET', S))
+local hb = redis.call('HMGET', S, 'b', 'h')
+local st = load(now, ttl, longest, true, hb[1], hb[2])
 if seen > st.tok then st.tok = seen end
 purge(st, now)
 local out = {}
