@@ -1,6 +1,8 @@
 package prometheus
 
 import (
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,11 +68,11 @@ var limiterMetrics = []metric{
 	gauge("loom_limiter_waiting", "waiting", limiterLabel, "Calls of a limiter waiting for a slot now: blocked Do and Call callers and queued Submits."),
 	gauge("loom_limiter_limit", "limit", limiterLabel, "The most tasks a limiter runs at once; WithAdaptive moves it."),
 	gauge("loom_limiter_rate_waiting", "rateWaiting", limiterLabel, "Calls of a limiter waiting for a token of its WithRate now."),
+	calls("cancelled", "cancelled"), // in the order of the outcome label's values (see records)
 	calls("completed", "completed"),
 	calls("failed", "failed"),
 	calls("rejected", "rejected"),
 	calls("timedOut", "timed_out"),
-	calls("cancelled", "cancelled"),
 	counter("loom_limiter_panics_total", "panicked", limiterLabel, "Panics in a limiter's tasks, whichever outcome their call was counted in."),
 	counter("loom_limiter_limit_changes_total", "limitChanges", limiterLabel, "Moves of a limiter's limit by WithAdaptive."),
 }
@@ -142,9 +144,16 @@ type batch struct {
 	samples     []sample
 }
 
-// records adds the metrics of each record. A stat the record lacks is left out: the tests fail
-// when one of the names the tables read goes missing from limiter.Stats or fleet.Stats.
+// records adds the metrics of each record, sorted by name. A stat the record lacks is left out:
+// the tests fail when one of the names the tables read goes missing from limiter.Stats or
+// fleet.Stats.
+//
+// The samples of each family go out in the order of their label values, the order in which a
+// Gather sorts them (names here, then the outcome of a call, by the table's order): sorting
+// what is sorted costs it one pass, against a quarter of a Gather of 1,000 limiters made in an
+// order other than their names' (BenchmarkScrape).
 func (b *batch) records(ms []metric, label string, recs []registry.LimiterRecord) {
+	slices.SortFunc(recs, func(a, b registry.LimiterRecord) int { return strings.Compare(a.Name, b.Name) })
 	for _, r := range recs {
 		pairs := b.pairs(ms, labelKey{label, r.Name})
 		for i, m := range ms {

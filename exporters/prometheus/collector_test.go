@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"regexp"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -261,4 +262,40 @@ func TestNoGoroutine(t *testing.T) {
 	reg := newRegistry(t)
 	series(t, reg)
 	goleak.VerifyNone(t, before)
+}
+
+// A Collect sends the series of each family in the order a Gather sorts them into (by label
+// values: the name, then a call's outcome), whatever the order the limiters, semaphores and
+// scopes were made in: sorting them is then one pass (BenchmarkScrape).
+func TestCollectSendsInGatherOrder(t *testing.T) {
+	base := exporttest.Unique("metrics-order")
+	inspect.Enable(inspect.Scopes)
+	defer inspect.Disable(inspect.Scopes)
+	mem := fleet.NewMemory()
+	for _, suffix := range []string{"-z", "-m", "-a"} { // made in the reverse order of their names
+		l := limiter.New(1, limiter.WithName(base+suffix))
+		defer runtime.KeepAlive(l)
+		sem := fleet.New(mem, base+suffix, 1)
+		defer sem.Close()
+		s := scope.Open(t.Context(), scope.WithName(base+suffix))
+		defer s.Join()
+	}
+
+	ch := make(chan prometheus.Metric, 1<<16)
+	loomprom.NewCollector().Collect(ch)
+	close(ch)
+	byFamily := map[*prometheus.Desc][][]string{}
+	for m := range ch {
+		var out dto.Metric
+		require.NoError(t, m.Write(&out))
+		var values []string
+		for _, l := range out.GetLabel() {
+			values = append(values, l.GetValue())
+		}
+		byFamily[m.Desc()] = append(byFamily[m.Desc()], values)
+	}
+	require.Len(t, byFamily, len(wantFamilies))
+	for d, values := range byFamily {
+		assert.True(t, slices.IsSortedFunc(values, slices.Compare), "%s: %q", d, values)
+	}
 }
