@@ -16,19 +16,30 @@ import (
 // the process (see the package documentation for the metrics). Register it on any registry,
 // once per registry: each scrape reads loom's registry afresh, so every collector shows the same
 // numbers. It is safe for concurrent scrapes.
-func NewCollector() prometheus.Collector { return &collector{} }
+func NewCollector() prometheus.Collector { return &collector{names: map[labelKey]*named{}} }
 
-// A collector keeps, between scrapes, the label pairs of each name it exported at the last one,
-// so that a scrape builds no label for a name it already knew; a name absent from a scrape is
-// forgotten. mu serializes the scrapes of one collector.
+// A collector keeps, between scrapes, the series of each name it exported at the last one, so
+// that a scrape makes no label pair, nor a sample whose value has not changed, for a name it
+// already knew; a name absent from a scrape is forgotten. mu serializes the scrapes of one
+// collector and guards the rest.
 type collector struct {
-	mu     sync.Mutex
-	labels map[labelKey][][]*dto.LabelPair
+	mu      sync.Mutex
+	scrapes uint64              // the scrapes so far, the current one included
+	seen    int                 // the names the current scrape has read
+	names   map[labelKey]*named // every name of the last scrape, and those of this one read so far
 }
 
-// A labelKey is one name of one family: its label pairs are those of each metric of the family,
-// in the order of the family's table.
+// A labelKey is one name of one family.
 type labelKey struct{ label, name string }
+
+// A named is what a collector keeps of one name of one family: the label pairs and the last
+// sample of each metric of the family's table (nil for a stat the record lacked), and the last
+// scrape that read the name.
+type named struct {
+	scrape  uint64
+	labels  [][]*dto.LabelPair // never changed once made: the samples share them
+	samples []*sample          // each immutable once sent: a Gather's result may point into it
+}
 
 // A metric is one series per name: the stat it reads, of the kind it is.
 type metric struct {
@@ -68,7 +79,7 @@ var limiterMetrics = []metric{
 	gauge("loom_limiter_waiting", "waiting", limiterLabel, "Calls of a limiter waiting for a slot now: blocked Do and Call callers and queued Submits."),
 	gauge("loom_limiter_limit", "limit", limiterLabel, "The most tasks a limiter runs at once; WithAdaptive moves it."),
 	gauge("loom_limiter_rate_waiting", "rateWaiting", limiterLabel, "Calls of a limiter waiting for a token of its WithRate now."),
-	calls("cancelled", "cancelled"), // in the order of the outcome label's values (see records)
+	calls("cancelled", "cancelled"), // in the order of the outcome label's values (see collect)
 	calls("completed", "completed"),
 	calls("failed", "failed"),
 	calls("rejected", "rejected"),
@@ -124,27 +135,21 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b := batch{
-		old:     c.labels,
-		labels:  make(map[labelKey][][]*dto.LabelPair, len(c.labels)),
-		samples: make([]sample, 0, len(limiters)*len(limiterMetrics)+len(semaphores)*len(semaphoreMetrics)+len(scopes)*len(scopeMetrics)),
-	}
-	b.records(limiterMetrics, limiterLabel, limiters)
-	b.records(semaphoreMetrics, semaphoreLabel, semaphores)
-	b.records(scopeMetrics, scopeLabel, scopes)
-	c.labels = b.labels
-	for i := range b.samples {
-		ch <- &b.samples[i]
+	c.scrapes++
+	c.seen = 0
+	c.collect(ch, limiterMetrics, limiterLabel, limiters)
+	c.collect(ch, semaphoreMetrics, semaphoreLabel, semaphores)
+	c.collect(ch, scopeMetrics, scopeLabel, scopes)
+	if c.seen < len(c.names) {
+		for k, n := range c.names {
+			if n.scrape != c.scrapes {
+				delete(c.names, k)
+			}
+		}
 	}
 }
 
-// A batch is one scrape's samples, in one allocation, with their label pairs.
-type batch struct {
-	old, labels map[labelKey][][]*dto.LabelPair
-	samples     []sample
-}
-
-// records adds the metrics of each record, sorted by name. A stat the record lacks is left out:
+// collect sends the samples of each record, sorted by name. A stat the record lacks is left out:
 // the tests fail when one of the names the tables read goes missing from limiter.Stats or
 // fleet.Stats.
 //
@@ -152,62 +157,75 @@ type batch struct {
 // Gather sorts them (names here, then the outcome of a call, by the table's order): sorting
 // what is sorted costs it one pass, against a quarter of a Gather of 1,000 limiters made in an
 // order other than their names' (BenchmarkScrape).
-func (b *batch) records(ms []metric, label string, recs []registry.LimiterRecord) {
+func (c *collector) collect(ch chan<- prometheus.Metric, ms []metric, label string, recs []registry.LimiterRecord) {
 	slices.SortFunc(recs, func(a, b registry.LimiterRecord) int { return strings.Compare(a.Name, b.Name) })
 	for _, r := range recs {
-		pairs := b.pairs(ms, labelKey{label, r.Name})
+		n := c.named(ms, labelKey{label, r.Name})
 		for i, m := range ms {
-			if v, ok := r.Stat(m.stat); ok {
-				b.samples = append(b.samples, sample{desc: m.desc, kind: m.kind, labels: pairs[i], value: float64(v)})
+			v, ok := r.Stat(m.stat)
+			if !ok {
+				continue
 			}
+			s := n.samples[i]
+			if s == nil || s.value != float64(v) {
+				s = newSample(m, n.labels[i], float64(v))
+				n.samples[i] = s
+			}
+			ch <- s
 		}
 	}
 }
 
-// pairs returns the label pairs of each metric of ms for one name: those of the last scrape, or
-// new ones.
-func (b *batch) pairs(ms []metric, k labelKey) [][]*dto.LabelPair {
-	if pairs, ok := b.labels[k]; ok {
-		return pairs
-	}
-	pairs, ok := b.old[k]
+// named returns what c keeps of the name k, marked as read by this scrape: that of the last
+// scrape, or new label pairs and no sample.
+func (c *collector) named(ms []metric, k labelKey) *named {
+	n, ok := c.names[k]
 	if !ok {
 		name := &dto.LabelPair{Name: proto.String(k.label), Value: proto.String(k.name)}
-		pairs = make([][]*dto.LabelPair, len(ms))
+		n = &named{labels: make([][]*dto.LabelPair, len(ms)), samples: make([]*sample, len(ms))}
 		for i, m := range ms {
-			pairs[i] = []*dto.LabelPair{name}
+			n.labels[i] = []*dto.LabelPair{name}
 			if m.outcome != "" { // "limiter" < "outcome": sorted by name, as label pairs must be
-				pairs[i] = append(pairs[i], &dto.LabelPair{Name: proto.String(outcomeLabel), Value: proto.String(m.outcome)})
+				n.labels[i] = append(n.labels[i], &dto.LabelPair{Name: proto.String(outcomeLabel), Value: proto.String(m.outcome)})
 			}
 		}
+		c.names[k] = n
 	}
-	b.labels[k] = pairs
-	return pairs
+	if n.scrape != c.scrapes {
+		n.scrape = c.scrapes
+		c.seen++
+	}
+	return n
 }
 
 // A sample is one series' value at a scrape: a prometheus.Metric that writes itself from what it
-// holds, so that a scrape allocates per series only what the registry's Gather does. Against
-// prometheus.MustNewConstMetric per series (which validates and sorts the labels and allocates
-// them, every scrape), this halves the CPU of a Collect of 1,000 limiters (BenchmarkScrape).
+// holds, as a const metric does, and like one never changes once made. Gather copies into the
+// dto.Metric it gives Write only pointers (the labels, the gauge or the counter), and treats the
+// label pairs as immutable (registry.go: "We cannot sort dtoMetric.Label in place as it is
+// immutable by contract"); a const metric shares its own in the same way with every Gather. So
+// the next scrape sends the same sample again when the value has not changed, and a scrape
+// allocates only the samples of the values that have.
 type sample struct {
-	desc   *prometheus.Desc
-	kind   prometheus.ValueType
-	labels []*dto.LabelPair // shared between scrapes and never changed, like a const metric's
-	value  float64
-	gauge  dto.Gauge
-	count  dto.Counter
+	desc    *prometheus.Desc
+	labels  []*dto.LabelPair // shared with the other samples of the name and metric
+	value   float64
+	gauge   *dto.Gauge // exactly one of gauge and counter is set, and points at value
+	counter *dto.Counter
+}
+
+func newSample(m metric, labels []*dto.LabelPair, v float64) *sample {
+	s := &sample{desc: m.desc, labels: labels, value: v}
+	if m.kind == prometheus.CounterValue {
+		s.counter = &dto.Counter{Value: &s.value}
+	} else {
+		s.gauge = &dto.Gauge{Value: &s.value}
+	}
+	return s
 }
 
 func (s *sample) Desc() *prometheus.Desc { return s.desc }
 
 func (s *sample) Write(m *dto.Metric) error {
-	m.Label = s.labels
-	if s.kind == prometheus.CounterValue {
-		s.count.Value = &s.value
-		m.Counter = &s.count
-	} else {
-		s.gauge.Value = &s.value
-		m.Gauge = &s.gauge
-	}
+	m.Label, m.Gauge, m.Counter = s.labels, s.gauge, s.counter
 	return nil
 }

@@ -2,9 +2,12 @@ package prometheus_test
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"regexp"
 	"runtime"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -298,4 +301,103 @@ func TestCollectSendsInGatherOrder(t *testing.T) {
 	for d, values := range byFamily {
 		assert.True(t, slices.IsSortedFunc(values, slices.Compare), "%s: %q", d, values)
 	}
+}
+
+// A scrape shows the values of its instant, and a later one leaves an earlier one's result as it
+// was: the collector sends again the sample of a value that has not changed, and a new one for a
+// value that has.
+func TestScrapesDoNotShareChangedValues(t *testing.T) {
+	name := exporttest.Unique("metrics-values")
+	l := limiter.New(2, limiter.WithName(name))
+	reg := newRegistry(t)
+	completed := key("loom_limiter_calls_total", "limiter", name)
+	completed = completed[:len(completed)-1] + `,outcome="completed"}`
+	limit := key("loom_limiter_limit", "limiter", name)
+
+	first, err := reg.Gather()
+	require.NoError(t, err)
+	require.NoError(t, l.Do(t.Context(), func(context.Context) error { return nil }))
+	second := series(t, reg)
+	require.NoError(t, l.Do(t.Context(), func(context.Context) error { return nil }))
+	third := series(t, reg)
+
+	assert.Equal(t, 1.0, second[completed])
+	assert.Equal(t, 2.0, third[completed])
+	assert.Equal(t, 2.0, third[limit])
+	firstSeries := series(t, prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return first, nil }))
+	assert.Equal(t, 0.0, firstSeries[completed], "a later scrape changed an earlier one's result")
+	assert.Equal(t, 2.0, firstSeries[limit])
+	runtime.KeepAlive(l)
+}
+
+// The collector forgets a name that has left the registry: what it keeps between scrapes does
+// not grow with every limiter the process ever made.
+func TestCollectorForgetsLeftNames(t *testing.T) {
+	gone := exporttest.Unique("metrics-forget")
+	c := loomprom.NewCollector()
+	reg := prometheus.NewRegistry()
+	require.NoError(t, reg.Register(c))
+	func() {
+		l := limiter.New(1, limiter.WithName(gone))
+		series(t, reg)
+		require.Contains(t, loomprom.Kept(c), "limiter="+gone)
+		runtime.KeepAlive(l)
+	}()
+	exporttest.Eventually(t, func() bool {
+		runtime.GC()
+		series(t, reg)
+		return !slices.Contains(loomprom.Kept(c), "limiter="+gone)
+	}, "the collector forgets a collected limiter's name")
+}
+
+// Scrapes run at once on one collector, each encoding what it gathered (protobuf, which writes
+// the size caches of the messages, and text) while a limiter's calls change its numbers: under
+// -race, a sample changed after it was sent, or a map read outside the lock, fails. Each
+// scrape's counter is at least the last one's.
+func TestConcurrentScrapes(t *testing.T) {
+	name := exporttest.Unique("metrics-concurrent")
+	l := limiter.New(4, limiter.WithName(name))
+	reg := newRegistry(t)
+	completed := key("loom_limiter_calls_total", "limiter", name)
+	completed = completed[:len(completed)-1] + `,outcome="completed"}`
+
+	done := make(chan struct{})
+	var calls sync.WaitGroup
+	calls.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				_ = l.Do(t.Context(), func(context.Context) error { return nil })
+			}
+		}
+	})
+	var scrapes sync.WaitGroup
+	for _, format := range []expfmt.Format{expfmt.NewFormat(expfmt.TypeProtoDelim), expfmt.NewFormat(expfmt.TypeTextPlain)} {
+		scrapes.Go(func() {
+			last := -1.0
+			for range 300 {
+				families, err := reg.Gather()
+				if !assert.NoError(t, err) {
+					return
+				}
+				enc := expfmt.NewEncoder(io.Discard, format)
+				for _, f := range families {
+					if !assert.NoError(t, enc.Encode(f)) {
+						return
+					}
+				}
+				got := series(t, prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return families, nil }))[completed]
+				if !assert.GreaterOrEqual(t, got, last) {
+					return
+				}
+				last = got
+			}
+		})
+	}
+	scrapes.Wait()
+	close(done)
+	calls.Wait()
+	runtime.KeepAlive(l)
 }

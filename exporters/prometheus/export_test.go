@@ -11,3 +11,16 @@ func StatsRead() (limiters, semaphores []string) {
 	}
 	return limiters, semaphores
 }
+
+// Kept returns the names a collector of NewCollector keeps between scrapes, each as
+// "label=name".
+func Kept(c any) []string {
+	cc := c.(*collector)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	var out []string
+	for k := range cc.names {
+		out = append(out, k.label+"="+k.name)
+	}
+	return out
+}
