@@ -155,12 +155,13 @@ func New(b Backend, name string, capacity int64, opts ...Option) *Semaphore {
 	go s.work()
 	// Listed for package inspect's dumps and the metrics exporters, through a weak pointer: the
 	// registry never keeps it alive (its worker does, until Close).
-	registry.AddSemaphore(s, name, (*Semaphore).inspectInfo)
+	registry.AddSemaphore(s, name, (*Semaphore).inspectInfo, (*Semaphore).inspectConfig)
 	return s
 }
 
-// inspectInfo is what a dump reads of the Semaphore: its stats and how it was made. A method
-// expression, so that the registry holds nothing that keeps s alive.
+// inspectInfo is what a dump and an exporter read of the Semaphore: its stats. inspectConfig is
+// what a dump reads besides: how it was made. Method expressions, so that the registry holds
+// nothing that keeps s alive.
 func (s *Semaphore) inspectInfo() registry.LimiterInfo {
 	st := s.Stats()
 	var paused int64
@@ -178,10 +179,14 @@ func (s *Semaphore) inspectInfo() registry.LimiterInfo {
 		{Name: "degraded", Value: st.Degraded},
 		{Name: "roundTrips", Value: st.RoundTrips},
 		{Name: "pausedMillis", Value: paused}, // admission paused after a loss of data: ms left
-	}, PausedUntil: st.PausedUntil, Config: []registry.Setting{
+	}, PausedUntil: st.PausedUntil}
+}
+
+func (s *Semaphore) inspectConfig() []registry.Setting {
+	return []registry.Setting{
 		{Name: "lease", Value: s.cfg.ttl.String()},
 		{Name: "whenUnavailable", Value: s.cfg.mode.String()},
-	}}
+	}
 }
 
 func checkName(op, name string) {

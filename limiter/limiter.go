@@ -84,15 +84,20 @@ func New(limit int, opts ...Option) *Limiter {
 		// registry never keeps it alive. Its waiters note when they queued, for the dump's
 		// oldest wait.
 		l.slots.StampWaiters()
-		registry.AddLimiter(l, c.name, (*Limiter).inspectInfo)
+		registry.AddLimiter(l, c.name, (*Limiter).inspectInfo, (*Limiter).inspectConfig)
 	}
 	return l
 }
 
-// inspectInfo is what a dump reads of the limiter: its stats, its oldest wait and the options it
-// was made with (the limit is a stat: WithAdaptive moves it). A method expression, so that the
-// registry holds nothing that keeps l alive.
+// inspectInfo is what a dump and an exporter read of the limiter: its stats and its oldest wait.
+// inspectConfig is what a dump reads besides: the options it was made with (the limit is a stat:
+// WithAdaptive moves it). Method expressions, so that the registry holds nothing that keeps l
+// alive.
 func (l *Limiter) inspectInfo() registry.LimiterInfo {
+	return registry.LimiterInfo{Stats: l.Stats(), OldestWaiting: l.slots.OldestWaiting()}
+}
+
+func (l *Limiter) inspectConfig() []registry.Setting {
 	c := &l.cfg
 	var set []registry.Setting
 	add := func(name, value string) { set = append(set, registry.Setting{Name: name, Value: value}) }
@@ -118,7 +123,7 @@ func (l *Limiter) inspectInfo() registry.LimiterInfo {
 	if c.adaptive != nil {
 		add("adaptive", fmt.Sprintf("%T", c.adaptive))
 	}
-	return registry.LimiterInfo{Stats: l.Stats(), OldestWaiting: l.slots.OldestWaiting(), Config: set}
+	return set
 }
 
 // check panics for a Limiter that New did not make (the zero value, or nil) and for a nil ctx.

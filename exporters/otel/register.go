@@ -132,8 +132,8 @@ func (e *exporter) observe(_ context.Context, o metric.Observer) error {
 		scopes[i] = registry.LimiterRecord{Name: c.Name, Stats: []registry.Stat{{Name: "open", Value: c.Open}, {Name: "running", Value: c.Running}}}
 	}
 	recs := [][]registry.LimiterRecord{
-		registry.SumByName(registry.CollectLimiters()),
-		registry.SumByName(registry.CollectSemaphores(), largest...),
+		registry.SumByName(registry.CollectLimiterStats()),
+		registry.SumByName(registry.CollectSemaphoreStats(), largest...),
 		scopes,
 	}
 	instruments := e.instruments

@@ -125,8 +125,8 @@ func (*collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect reads the registry: every named limiter and fleet semaphore still reachable, and the
 // recorded scopes, one series per name.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	limiters := registry.SumByName(registry.CollectLimiters())
-	semaphores := registry.SumByName(registry.CollectSemaphores(), largest...)
+	limiters := registry.SumByName(registry.CollectLimiterStats())
+	semaphores := registry.SumByName(registry.CollectSemaphoreStats(), largest...)
 	counts := registry.CountScopes()
 	scopes := make([]registry.LimiterRecord, len(counts))
 	for i, sc := range counts {

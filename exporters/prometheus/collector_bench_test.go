@@ -34,14 +34,15 @@ func BenchmarkDo(b *testing.B) {
 // Collect (reading loom's registry and making the 11,000 samples), the registry's Gather of it
 // (what a handler encodes), and the text exposition a Prometheus server reads. Beside them, the
 // floor: Gather of the same 11,000 series made beforehand as const metrics, which is
-// client_golang's own work. The limiters are made in an order other than their names', as a
-// process makes them: the registry lists them in the order they were made, an exposition in the
-// order of their names.
+// client_golang's own work. The limiters are made as a service makes them: with a rate and
+// timeouts, and in an order other than their names' (the registry lists them in the order they
+// were made, an exposition in the order of their names).
 func BenchmarkScrape(b *testing.B) {
 	const n = 1000
 	ls := make([]*limiter.Limiter, n)
 	for i := range ls {
-		ls[i] = limiter.New(8, limiter.WithName(fmt.Sprintf("bench-scrape-%04d", i*7919%n))) // 7919 is prime: a permutation
+		ls[i] = limiter.New(8, limiter.WithName(fmt.Sprintf("bench-scrape-%04d", i*7919%n)), // 7919 is prime: a permutation
+			limiter.WithRate(1000, 100), limiter.WithAcquireTimeout(time.Second), limiter.WithTaskTimeout(time.Minute), limiter.WithMaxWaiting(100))
 	}
 	c := loomprom.NewCollector()
 	reg := prometheus.NewRegistry()

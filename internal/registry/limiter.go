@@ -13,7 +13,8 @@ import (
 	"weak"
 )
 
-// LimiterInfo is what a dump reads of a named limiter or a fleet semaphore.
+// LimiterInfo is what a dump or an exporter reads of a named limiter or a fleet semaphore, its
+// configuration apart (see [AddLimiter]).
 type LimiterInfo struct {
 	// Stats is a struct (or a pointer to one) of integer fields, such as limiter.Stats: each
 	// exported integer field becomes a stat named in lowerCamelCase (InFlight: "inFlight"), in
@@ -21,11 +22,6 @@ type LimiterInfo struct {
 	Stats any
 	// OldestWaiting is how long the longest-waiting call has waited; 0 if none waits.
 	OldestWaiting time.Duration
-	// Config is how the limiter (or semaphore) was made, as an operator reads it: settings named
-	// in lowerCamelCase, each with its value as text, in the order to show them — "rate" "10/s",
-	// "burst" "20", "acquireTimeout" "30s", "taskTimeout" "5m0s", "maxWaiting" "100", "fleet"
-	// "llm-api", "fleetCapacity" "40", "lease" "15s", and any others. Only the settings given.
-	Config []Setting
 	// PausedUntil is, for a fleet semaphore whose backend lost its data, when it admits again;
 	// zero when it is not paused.
 	PausedUntil time.Time
@@ -62,7 +58,7 @@ type namedList struct {
 type namedEntry struct {
 	id   uint64
 	name string
-	read func() (LimiterInfo, bool) // false once the limiter is gone
+	read func(config bool) (LimiterInfo, []Setting, bool) // false once the limiter is gone
 }
 
 var (
@@ -71,36 +67,46 @@ var (
 	nextNamedID atomic.Uint64 // one sequence for both lists: the order things were made
 )
 
-// AddLimiter lists a named limiter for dumps, whatever features are on, for as long as it is
-// reachable: the registry holds it only through a weak pointer, and forgets it once it has been
-// collected. info reads the limiter; it must not hold on to l itself — pass a method expression
-// or a function of l alone, such as (*Limiter).inspectInfo — or the limiter would never be
-// collected. info runs on the goroutine taking the dump, with nothing of the registry locked.
-func AddLimiter[T any](l *T, name string, info func(*T) LimiterInfo) {
+// AddLimiter lists a named limiter for dumps and exporters, whatever features are on, for as
+// long as it is reachable: the registry holds it only through a weak pointer, and forgets it once
+// it has been collected. info reads the limiter's numbers; config, if not nil, how it was made,
+// as an operator reads it: settings named in lowerCamelCase, each with its value as text, in the
+// order to show them — "rate" "10/s", "burst" "20", "acquireTimeout" "30s", "taskTimeout"
+// "5m0s", "maxWaiting" "100", "fleet" "llm-api", "fleetCapacity" "40", "lease" "15s", and any
+// others; only the settings given. A dump reads both, an exporter only info: formatting the
+// settings of 1,000 limiters at each scrape was two fifths of its Collect (exporters/prometheus's
+// BenchmarkScrape). Neither may hold on to l itself — pass method expressions or functions of l
+// alone, such as (*Limiter).inspectInfo — or the limiter would never be collected. They run on
+// the goroutine taking the dump, with nothing of the registry locked.
+func AddLimiter[T any](l *T, name string, info func(*T) LimiterInfo, config func(*T) []Setting) {
 	if l == nil || info == nil {
 		panic("registry: AddLimiter: nil limiter or info")
 	}
-	add(&limiters, l, name, info)
+	add(&limiters, l, name, info, config)
 }
 
 // AddSemaphore lists a fleet semaphore for dumps and exporters, as [AddLimiter] lists a limiter:
-// through a weak pointer, with info read on the goroutine taking the dump.
-func AddSemaphore[T any](s *T, name string, info func(*T) LimiterInfo) {
+// through a weak pointer, with info and config read on the goroutine taking the dump.
+func AddSemaphore[T any](s *T, name string, info func(*T) LimiterInfo, config func(*T) []Setting) {
 	if s == nil || info == nil {
 		panic("registry: AddSemaphore: nil semaphore or info")
 	}
-	add(&semaphores, s, name, info)
+	add(&semaphores, s, name, info, config)
 }
 
-func add[T any](list *namedList, p *T, name string, info func(*T) LimiterInfo) {
+func add[T any](list *namedList, p *T, name string, info func(*T) LimiterInfo, config func(*T) []Setting) {
 	wp := weak.Make(p)
 	e := &namedEntry{id: nextNamedID.Add(1), name: name}
-	e.read = func() (LimiterInfo, bool) {
+	e.read = func(withConfig bool) (LimiterInfo, []Setting, bool) {
 		p := wp.Value()
 		if p == nil {
-			return LimiterInfo{}, false
+			return LimiterInfo{}, nil, false
 		}
-		return info(p), true
+		var set []Setting
+		if withConfig && config != nil {
+			set = config(p)
+		}
+		return info(p), set, true
 	}
 	list.Lock()
 	if list.m == nil {
@@ -129,8 +135,9 @@ func (list *namedList) names() []string {
 	return names
 }
 
-// collect reads every entry that is still reachable, in the order they were made.
-func (list *namedList) collect() []LimiterRecord {
+// collect reads every entry that is still reachable, in the order they were made, and their
+// configuration if config.
+func (list *namedList) collect(config bool) []LimiterRecord {
 	list.Lock()
 	es := make([]*namedEntry, 0, len(list.m))
 	for _, e := range list.m {
@@ -140,12 +147,12 @@ func (list *namedList) collect() []LimiterRecord {
 	slices.SortFunc(es, func(a, b *namedEntry) int { return cmp.Compare(a.id, b.id) })
 	out := make([]LimiterRecord, 0, len(es))
 	for _, e := range es {
-		info, ok := e.read()
+		info, set, ok := e.read(config)
 		if !ok {
 			continue
 		}
 		out = append(out, LimiterRecord{Name: e.name, Stats: stats(info.Stats), OldestWaiting: max(info.OldestWaiting, 0),
-			Config: slices.Clone(info.Config), PausedUntil: info.PausedUntil})
+			Config: slices.Clone(set), PausedUntil: info.PausedUntil})
 	}
 	return out
 }
@@ -155,15 +162,22 @@ func (list *namedList) collect() []LimiterRecord {
 func ListedLimiters() []string { return limiters.names() }
 
 // CollectLimiters reads every listed limiter that is still reachable, in the order they were
-// made.
-func CollectLimiters() []LimiterRecord { return limiters.collect() }
+// made: what a dump shows.
+func CollectLimiters() []LimiterRecord { return limiters.collect(true) }
+
+// CollectLimiterStats is [CollectLimiters] without the configuration (each record's Config is
+// nil): what an exporter reads at each scrape.
+func CollectLimiterStats() []LimiterRecord { return limiters.collect(false) }
 
 // ListedSemaphores is [ListedLimiters] for the fleet semaphores.
 func ListedSemaphores() []string { return semaphores.names() }
 
 // CollectSemaphores reads every listed fleet semaphore that is still reachable, in the order they
-// were made.
-func CollectSemaphores() []LimiterRecord { return semaphores.collect() }
+// were made: what a dump shows.
+func CollectSemaphores() []LimiterRecord { return semaphores.collect(true) }
+
+// CollectSemaphoreStats is [CollectSemaphores] without the configuration: what an exporter reads.
+func CollectSemaphoreStats() []LimiterRecord { return semaphores.collect(false) }
 
 // stats turns a stats struct into named numbers.
 func stats(v any) []Stat {

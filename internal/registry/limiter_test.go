@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,7 +107,7 @@ type customStats struct {
 func TestStatsOfAnyStruct(t *testing.T) {
 	type holder struct{ s customStats }
 	h := &holder{customStats{RTTMin: 3, ID: 7, Ratio: 2.6, Name: "x", unexported: 1, LimitChange: -4}}
-	registry.AddLimiter(h, "custom", func(h *holder) registry.LimiterInfo { return registry.LimiterInfo{Stats: &h.s} })
+	registry.AddLimiter(h, "custom", func(h *holder) registry.LimiterInfo { return registry.LimiterInfo{Stats: &h.s} }, nil)
 	l, ok := limiterNamed("custom")
 	require.True(t, ok)
 	assert.Equal(t, []registry.Stat{{Name: "rttMin", Value: 3}, {Name: "id", Value: 7}, {Name: "ratio", Value: 3}, {Name: "limitChange", Value: -4}}, l.Stats)
@@ -114,7 +115,7 @@ func TestStatsOfAnyStruct(t *testing.T) {
 	g := &holder{}
 	registry.AddLimiter(g, "given", func(*holder) registry.LimiterInfo {
 		return registry.LimiterInfo{Stats: []registry.Stat{{Name: "leases", Value: 9}}}
-	})
+	}, nil)
 	l, ok = limiterNamed("given")
 	require.True(t, ok)
 	assert.Equal(t, []registry.Stat{{Name: "leases", Value: 9}}, l.Stats)
@@ -124,7 +125,7 @@ func TestStatsOfAnyStruct(t *testing.T) {
 
 func TestAddLimiterMisuse(t *testing.T) {
 	require.PanicsWithValue(t, "registry: AddLimiter: nil limiter or info", func() {
-		registry.AddLimiter[int](nil, "x", func(*int) registry.LimiterInfo { return registry.LimiterInfo{} })
+		registry.AddLimiter[int](nil, "x", func(*int) registry.LimiterInfo { return registry.LimiterInfo{} }, nil)
 	})
 }
 
@@ -142,7 +143,7 @@ func TestSemaphoresListedApartFromLimiters(t *testing.T) {
 	s := &sem{held: 3}
 	registry.AddSemaphore(s, "fleet-api", func(s *sem) registry.LimiterInfo {
 		return registry.LimiterInfo{Stats: []registry.Stat{{Name: "held", Value: s.held}}}
-	})
+	}, nil)
 	_, asLimiter := limiterNamed("fleet-api")
 	assert.False(t, asLimiter, "a semaphore is not a limiter")
 	var got []registry.LimiterRecord
@@ -156,17 +157,51 @@ func TestSemaphoresListedApartFromLimiters(t *testing.T) {
 	runtime.KeepAlive(s)
 
 	require.PanicsWithValue(t, "registry: AddSemaphore: nil semaphore or info", func() {
-		registry.AddSemaphore[int](nil, "x", func(*int) registry.LimiterInfo { return registry.LimiterInfo{} })
+		registry.AddSemaphore[int](nil, "x", func(*int) registry.LimiterInfo { return registry.LimiterInfo{} }, nil)
 	})
 }
 
 func TestCollectedSemaphoreLeaves(t *testing.T) {
 	func() {
 		type sem struct{ _ [16]byte } // not a zero-size value: those share one address
-		registry.AddSemaphore(&sem{}, "short-lived-sem", func(*sem) registry.LimiterInfo { return registry.LimiterInfo{} })
+		registry.AddSemaphore(&sem{}, "short-lived-sem", func(*sem) registry.LimiterInfo { return registry.LimiterInfo{} }, nil)
 	}()
 	require.Eventually(t, func() bool {
 		runtime.GC()
 		return !slices.Contains(registry.ListedSemaphores(), "short-lived-sem")
 	}, testTimeout, pollEvery)
+}
+
+// A dump reads a limiter's and a semaphore's configuration, an exporter only their numbers: the
+// Collect*Stats reads never call config, and their records have no Config.
+func TestStatsReadsLeaveTheConfigurationOut(t *testing.T) {
+	type thing struct{ n int64 }
+	var configs atomic.Int64
+	config := func(*thing) []registry.Setting {
+		configs.Add(1)
+		return []registry.Setting{{Name: "rate", Value: "10/s"}}
+	}
+	info := func(p *thing) registry.LimiterInfo {
+		return registry.LimiterInfo{Stats: []registry.Stat{{Name: "n", Value: p.n}}}
+	}
+	l, s := &thing{n: 1}, &thing{n: 2}
+	registry.AddLimiter(l, "config-limiter", info, config)
+	registry.AddSemaphore(s, "config-semaphore", info, config)
+	find := func(recs []registry.LimiterRecord, name string) registry.LimiterRecord {
+		i := slices.IndexFunc(recs, func(r registry.LimiterRecord) bool { return r.Name == name })
+		require.GreaterOrEqual(t, i, 0, name)
+		return recs[i]
+	}
+
+	for _, r := range []registry.LimiterRecord{find(registry.CollectLimiterStats(), "config-limiter"), find(registry.CollectSemaphoreStats(), "config-semaphore")} {
+		assert.Nil(t, r.Config, r.Name)
+		assert.NotEmpty(t, r.Stats, r.Name)
+	}
+	assert.Zero(t, configs.Load(), "an exporter's read formatted the configuration")
+	want := []registry.Setting{{Name: "rate", Value: "10/s"}}
+	assert.Equal(t, want, find(registry.CollectLimiters(), "config-limiter").Config)
+	assert.Equal(t, want, find(registry.CollectSemaphores(), "config-semaphore").Config)
+	assert.Equal(t, []registry.Stat{{Name: "n", Value: 2}}, find(registry.CollectSemaphores(), "config-semaphore").Stats)
+	runtime.KeepAlive(l)
+	runtime.KeepAlive(s)
 }

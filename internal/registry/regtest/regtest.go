@@ -209,7 +209,7 @@ type Limiter struct {
 func NewLimiter(limit int, name string) *Limiter {
 	l := &Limiter{slots: make(chan struct{}, limit), labels: registry.NewLimiterLabels(name)}
 	if name != "" {
-		registry.AddLimiter(l, name, (*Limiter).info)
+		registry.AddLimiter(l, name, (*Limiter).info, nil)
 	}
 	return l
 }
