@@ -20,17 +20,7 @@ import (
 // If fn panics, the panic is recovered, cancels the scope at once, and is re-raised as a
 // [*PanicError] by Join on the owner's goroutine (see [PanicsAsErrors]).
 func Fork[T any](s *Scope, fn func(ctx context.Context) (T, error)) *Subtask[T] {
-	s.mustBeOpen()
-	if fn == nil {
-		panic("scope: Fork: nil function")
-	}
-	l := new(launch[Subtask[T]])
-	st := &l.sub
-	st.fn, st.s = fn, s
-	if s.admit(st) {
-		l.goStart(st)
-	}
-	return st
+	return fork(s, "", fn, "scope: Fork: nil function")
 }
 
 // ForkNamed is [Fork] with a name for the subtask, which package inspect's dumps and page show
@@ -39,15 +29,20 @@ func Fork[T any](s *Scope, fn func(ctx context.Context) (T, error)) *Subtask[T] 
 // are kept once each for the process, like the program's code; past 65,535 distinct names a fork's
 // name is not shown). A scope that is not recorded ignores the name, at no cost.
 func ForkNamed[T any](s *Scope, name string, fn func(ctx context.Context) (T, error)) *Subtask[T] {
+	return fork(s, name, fn, "scope: ForkNamed: nil function")
+}
+
+// fork is Fork and ForkNamed: name is "" for none, nilFn the panic for a nil fn.
+func fork[T any](s *Scope, name string, fn func(context.Context) (T, error), nilFn string) *Subtask[T] {
 	s.mustBeOpen()
 	if fn == nil {
-		panic("scope: ForkNamed: nil function")
+		panic(nilFn)
 	}
 	l := new(launch[Subtask[T]])
 	st := &l.sub
 	st.fn, st.s = fn, s
-	if s.ins.Recorded() {
-		st.rec.Name(name)
+	if name != "" && s.ins.Recorded() {
+		st.rec.Name(name) // before admit, which numbers the fork: the name stays
 	}
 	if s.admit(st) {
 		l.goStart(st)
@@ -55,35 +50,30 @@ func ForkNamed[T any](s *Scope, name string, fn func(ctx context.Context) (T, er
 	return st
 }
 
-// GoNamed is [Scope.Go] with a name for the subtask, as [ForkNamed] is Fork.
-func (s *Scope) GoNamed(name string, fn func(ctx context.Context) error) *Subtask[struct{}] {
-	s.mustBeOpen()
-	if fn == nil {
-		panic("scope: GoNamed: nil function")
-	}
-	l := new(launch[goTask])
-	gt := &l.sub
-	gt.fn, gt.s = fn, s
-	if s.ins.Recorded() {
-		gt.rec.Name(name)
-	}
-	if s.admit(gt) {
-		l.goStart(gt)
-	}
-	return &gt.Subtask
-}
-
 // Go is [Fork] for a function that returns only an error, shaped like errgroup's Go to ease
 // migration: `g.Go(func() error {...})` becomes `s.Go(func(ctx context.Context) error {...})`.
 // The subtask's value is struct{}.
 func (s *Scope) Go(fn func(ctx context.Context) error) *Subtask[struct{}] {
+	return s.goFork("", fn, "scope: Go: nil function")
+}
+
+// GoNamed is [Scope.Go] with a name for the subtask, as [ForkNamed] is Fork.
+func (s *Scope) GoNamed(name string, fn func(ctx context.Context) error) *Subtask[struct{}] {
+	return s.goFork(name, fn, "scope: GoNamed: nil function")
+}
+
+// goFork is Go and GoNamed, as fork is Fork and ForkNamed.
+func (s *Scope) goFork(name string, fn func(context.Context) error, nilFn string) *Subtask[struct{}] {
 	s.mustBeOpen()
 	if fn == nil {
-		panic("scope: Go: nil function")
+		panic(nilFn)
 	}
 	l := new(launch[goTask])
 	gt := &l.sub
 	gt.fn, gt.s = fn, s
+	if name != "" && s.ins.Recorded() {
+		gt.rec.Name(name)
+	}
 	if s.admit(gt) {
 		l.goStart(gt)
 	}

@@ -232,6 +232,8 @@ func TestForkNilPanics(t *testing.T) {
 	defer s.Close()
 	require.PanicsWithValue(t, "scope: Fork: nil function", func() { scope.Fork[int](s, nil) })
 	require.PanicsWithValue(t, "scope: Go: nil function", func() { s.Go(nil) })
+	require.PanicsWithValue(t, "scope: ForkNamed: nil function", func() { scope.ForkNamed[int](s, "x", nil) })
+	require.PanicsWithValue(t, "scope: GoNamed: nil function", func() { s.GoNamed("x", nil) })
 	var nilCtx context.Context
 	require.PanicsWithValue(t, "scope: Open: nil context", func() { scope.Open(nilCtx) })
 }
