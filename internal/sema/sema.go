@@ -292,18 +292,26 @@ func (s *Sema) invalid(n int64) error { return &WeightError{N: n, Capacity: s.ca
 // Acquire blocks until n permits are held, or ctx ends (ctx.Err(), holding nothing). n < 0 or
 // n > Capacity() fails at once with a *WeightError; n == 0 succeeds unless ctx is done.
 func (s *Sema) Acquire(ctx context.Context, n int64) error {
-	// The fast path, in this one call: one load, one compare-and-swap. word >= n > 0
-	// means nobody is queued (the offset makes a queued word hugely negative), and ctx.Err rather
-	// than a select on ctx.Done is one atomic load for the standard library's contexts. Anything
-	// else — a lost race included — takes the full path, which checks in the contract's order.
-	if n > 0 && ctx.Err() == nil { // first, so that no value is live across the call
-		if word := s.state.Load(); word >= n && s.gate == nil && n <= s.capacity.Load() &&
-			s.state.CompareAndSwap(word, word-n) {
-			return nil
-		}
+	// The fast path, in this one call: ctx.Err rather than a select on ctx.Done is one atomic
+	// load for the standard library's contexts, and it comes first: a done ctx never acquires.
+	// Anything else — a lost race included — takes the full path, which checks in the contract's
+	// order.
+	if n > 0 && ctx.Err() == nil && s.TakeFast(n) {
+		return nil
 	}
 	_, err := s.AcquireMark(ctx, n, false, 0)
 	return err
+}
+
+// TakeFast is the fast path of every acquire, small enough to inline into its callers: one load,
+// one compare-and-swap. It takes n permits if they are free, nobody is queued, there is no gate
+// and 0 < n <= Capacity, and reports whether it did; false says nothing (a lost race included),
+// and the caller takes its full path, which checks everything in the contract's order. word >= n
+// > 0 means nobody is queued: the offset makes a queued word hugely negative.
+func (s *Sema) TakeFast(n int64) bool {
+	word := s.state.Load()
+	return n > 0 && word >= n && s.gate == nil && n <= s.capacity.Load() &&
+		s.state.CompareAndSwap(word, word-n)
 }
 
 // AcquireTimeout is Acquire that gives up with ErrTimeout after d. With d <= 0 it never waits.
@@ -362,9 +370,8 @@ func (s *Sema) acquireOdd(ctx context.Context, n int64) error {
 
 // TryAcquire takes n permits if it can without waiting.
 func (s *Sema) TryAcquire(n int64) bool {
-	if word := s.state.Load(); n > 0 && word >= n && s.gate == nil && n <= s.capacity.Load() &&
-		s.state.CompareAndSwap(word, word-n) {
-		return true // the fast path, as Acquire's
+	if s.TakeFast(n) {
+		return true
 	}
 	ok, _ := s.tryAcquire(n)
 	return ok
@@ -372,9 +379,8 @@ func (s *Sema) TryAcquire(n int64) bool {
 
 // TryAcquireMark is TryAcquire that also returns the mark of the gate's pass (see AcquireMark).
 func (s *Sema) TryAcquireMark(n int64) (ok bool, mark int64) {
-	if word := s.state.Load(); n > 0 && word >= n && s.gate == nil && n <= s.capacity.Load() &&
-		s.state.CompareAndSwap(word, word-n) {
-		return true, 0 // the fast path, as Acquire's
+	if s.TakeFast(n) {
+		return true, 0
 	}
 	return s.tryAcquire(n)
 }
