@@ -173,6 +173,27 @@ func TestReleaseMoreThanHeldPanics(t *testing.T) {
 	})
 }
 
+// An over-release is refused also while requests wait, when the permits would go straight to
+// the head of the queue: nothing is granted, and the waiters keep waiting.
+func TestReleaseMoreThanHeldPanicsWhileQueued(t *testing.T) {
+	modes(t, func(t *testing.T, opts ...semaphore.Option) {
+		synctest.Test(t, func(t *testing.T) {
+			s := semaphore.New(2, opts...)
+			require.NoError(t, s.Acquire(t.Context(), 1))
+			w := enqueue(t, s, 2) // 1 free, the head wants 2
+			assert.PanicsWithValue(t, "semaphore: released more than held", func() { s.Release(2) })
+			synctest.Wait()
+			assert.True(t, w.pending(), "a refused Release serves nobody")
+			assert.Equal(t, int64(1), s.Available())
+			assert.Equal(t, 1, s.Waiting())
+			s.Release(1)
+			require.NoError(t, <-w.err)
+			s.Release(2)
+			assert.Equal(t, int64(2), s.Available())
+		})
+	})
+}
+
 func TestAcquireBlocksUntilRelease(t *testing.T) {
 	modes(t, func(t *testing.T, opts ...semaphore.Option) {
 		synctest.Test(t, func(t *testing.T) {

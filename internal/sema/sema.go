@@ -633,7 +633,7 @@ func (s *Sema) Cancel(w *Waiter) bool {
 func (s *Sema) Release(n int64) {
 	// The fast path: one addition, and nobody to serve, nothing to check. (Not small enough to
 	// inline; semaphore's Release is, so a Release costs one call.)
-	if n > 0 && n <= MaxPermits {
+	if n > 0 && n <= MaxPermits && s.state.Load() >= threshold {
 		word := s.state.Add(n)
 		if word >= threshold && word <= s.capacity.Load() && !s.draining.Load() {
 			return
@@ -670,7 +670,46 @@ func (s *Sema) release(n int64, take bool) (owner any) {
 	if n > MaxPermits {
 		panic("semaphore: released more than held")
 	}
+	if s.state.Load() < threshold {
+		return s.handOver(n, take)
+	}
 	return s.released(s.state.Add(n), n, take)
+}
+
+// handOver is release while the queue looked non-empty: under s.mu, the permits go straight to
+// the head of the queue when its request fits in them, without passing through the word — two
+// atomic operations fewer than adding them and taking them back out (BenchmarkContended, 64
+// goroutines on capacity 1). Anything else (the queue emptied meanwhile, a gate, a deficit left
+// by a shrink, a head that wants more) adds them to the word and serves the queue as released
+// does. The over-release check is the exact one of released: under s.mu, free == capacity - held,
+// so free + n > capacity means more was released than held.
+func (s *Sema) handOver(n int64, take bool) (owner any) {
+	s.mu.Lock()
+	avail, queued := decode(s.state.Load())
+	if avail+n > s.capacity.Load() {
+		s.mu.Unlock()
+		panic("semaphore: released more than held")
+	}
+	var woken *Waiter
+	// avail >= 0 stays so under s.mu (only a shrink lowers it below 0, and an acquire takes only
+	// what is free), so the permits owe nothing to a deficit; without a gate, fitting is all the
+	// head needs.
+	if w := s.head; queued && w != nil && s.gate == nil && avail >= 0 && w.n <= n {
+		s.remove(w)
+		woken = w
+		if rest := n - w.n; rest > 0 {
+			s.state.Add(rest)
+		}
+	} else {
+		s.state.Add(n)
+	}
+	woken = s.grantInto(woken)
+	s.mu.Unlock()
+	owner = signal(woken, take)
+	if s.draining.Load() {
+		s.checkDrained()
+	}
+	return owner
 }
 
 // released is release once n permits are back in the word, word being the sum the addition
