@@ -303,6 +303,12 @@ func TestCollectSendsInGatherOrder(t *testing.T) {
 	}
 }
 
+// completedKey is the series key of the completed calls of the limiter name.
+func completedKey(name string) string {
+	k := key("loom_limiter_calls_total", "limiter", name)
+	return k[:len(k)-1] + `,outcome="completed"}`
+}
+
 // A scrape shows the values of its instant, and a later one leaves an earlier one's result as it
 // was: the collector sends again the sample of a value that has not changed, and a new one for a
 // value that has.
@@ -310,8 +316,7 @@ func TestScrapesDoNotShareChangedValues(t *testing.T) {
 	name := exporttest.Unique("metrics-values")
 	l := limiter.New(2, limiter.WithName(name))
 	reg := newRegistry(t)
-	completed := key("loom_limiter_calls_total", "limiter", name)
-	completed = completed[:len(completed)-1] + `,outcome="completed"}`
+	completed := completedKey(name)
 	limit := key("loom_limiter_limit", "limiter", name)
 
 	first, err := reg.Gather()
@@ -358,8 +363,7 @@ func TestConcurrentScrapes(t *testing.T) {
 	name := exporttest.Unique("metrics-concurrent")
 	l := limiter.New(4, limiter.WithName(name))
 	reg := newRegistry(t)
-	completed := key("loom_limiter_calls_total", "limiter", name)
-	completed = completed[:len(completed)-1] + `,outcome="completed"}`
+	completed := completedKey(name)
 
 	done := make(chan struct{})
 	var calls sync.WaitGroup
