@@ -58,8 +58,9 @@ const (
 
 // record counts a call out in its one outcome and writes the call's record, if it has one: a
 // rejection or a task timeout (panics are recorded by recordPanic). Every call is counted out
-// exactly once, here (from finish, through records) or by tally (its caller left while fn ran), and only once the
-// call's slot, if it had one, is free — so that a log handler may call back into the limiter.
+// exactly once, here (from finish, through records) or by tally (its caller left while fn ran),
+// and only once the call's slot, if it had one, is free — so that a log handler may call back
+// into the limiter.
 // t0 is when the call began, t1 when its task started (zero times without a logger).
 func (l *Limiter) record(ctx context.Context, o outcome, err error, t0, t1 time.Time) {
 	l.tally(o)

@@ -73,9 +73,9 @@ var (
 // as an operator reads it: settings named in lowerCamelCase, each with its value as text, in the
 // order to show them — "rate" "10/s", "burst" "20", "acquireTimeout" "30s", "taskTimeout"
 // "5m0s", "maxWaiting" "100", "fleet" "llm-api", "fleetCapacity" "40", "lease" "15s", and any
-// others; only the settings given. A dump reads both, an exporter only info: formatting the
-// settings of 1,000 limiters at each scrape was two fifths of its Collect (exporters/prometheus's
-// BenchmarkScrape). Neither may hold on to l itself — pass method expressions or functions of l
+// others; only the settings given, in a slice of its own at each call (the record keeps it). A
+// dump reads both, an exporter only info: formatting the settings of 1,000 limiters at each
+// scrape was two fifths of its Collect (exporters/prometheus's BenchmarkScrape). Neither may hold on to l itself — pass method expressions or functions of l
 // alone, such as (*Limiter).inspectInfo — or the limiter would never be collected. They run on
 // the goroutine taking the dump, with nothing of the registry locked.
 func AddLimiter[T any](l *T, name string, info func(*T) LimiterInfo, config func(*T) []Setting) {
@@ -152,7 +152,7 @@ func (list *namedList) collect(config bool) []LimiterRecord {
 			continue
 		}
 		out = append(out, LimiterRecord{Name: e.name, Stats: stats(info.Stats), OldestWaiting: max(info.OldestWaiting, 0),
-			Config: slices.Clone(set), PausedUntil: info.PausedUntil})
+			Config: set, PausedUntil: info.PausedUntil})
 	}
 	return out
 }

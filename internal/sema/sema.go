@@ -703,13 +703,7 @@ func (s *Sema) handOver(n int64, take bool) (owner any) {
 	} else {
 		s.state.Add(n)
 	}
-	woken = s.grantInto(woken)
-	s.mu.Unlock()
-	owner = signal(woken, take)
-	if s.draining.Load() {
-		s.checkDrained()
-	}
-	return owner
+	return s.serveUnlock(woken, take)
 }
 
 // released is release once n permits are back in the word, word being the sum the addition
@@ -734,7 +728,14 @@ func (s *Sema) released(word, n int64, take bool) (owner any) {
 			panic("semaphore: released more than held")
 		}
 	}
-	woken := s.grant()
+	return s.serveUnlock(nil, take)
+}
+
+// serveUnlock is how a change that may let queued requests in ends: it serves the queue in order
+// after woken (those already taken off it), releases s.mu, signals everyone served (see signal,
+// for take) and tells Drained. s.mu is held.
+func (s *Sema) serveUnlock(woken *Waiter, take bool) (owner any) {
+	woken = s.grantInto(woken)
 	s.mu.Unlock()
 	owner = signal(woken, take)
 	if s.draining.Load() {
@@ -774,12 +775,7 @@ func (s *Sema) SetCapacity(n int64) {
 			w = next
 		}
 	}
-	woken = s.grantInto(woken)
-	s.mu.Unlock()
-	signal(woken, false)
-	if s.draining.Load() {
-		s.checkDrained()
-	}
+	s.serveUnlock(woken, false)
 }
 
 // Close fails every queued request with err, and from then on every request that would have to
