@@ -96,14 +96,18 @@ func BenchmarkScrape(b *testing.B) {
 		b.ReportMetric(float64(cpu)/float64(b.N)/1e6, "cpu-ms/op")
 	})
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	// http: the handler's whole answer, written to a ResponseWriter that takes the bytes as a
+	// socket does, without keeping them (an httptest.ResponseRecorder's growing buffer cost a
+	// scrape 2.1 MB and a tenth of its time, which no server spends).
 	b.Run("limiters=1000/http", func(b *testing.B) {
 		b.ReportAllocs()
 		defer reportCPU(b)()
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		for b.Loop() {
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-			if rec.Code != http.StatusOK {
-				b.Fatal(rec.Code)
+			w := &discardWriter{header: http.Header{}}
+			h.ServeHTTP(w, req)
+			if w.code != http.StatusOK || w.n == 0 {
+				b.Fatal(w.code, w.n)
 			}
 		}
 	})
@@ -161,4 +165,21 @@ func reportCPU(b *testing.B) func() {
 			b.ReportMetric(float64(end-start)/float64(b.N)/1e6, "cpu-ms/op")
 		}
 	}
+}
+
+// A discardWriter is an http.ResponseWriter that counts what it is given and keeps none of it.
+type discardWriter struct {
+	header http.Header
+	code   int
+	n      int
+}
+
+func (w *discardWriter) Header() http.Header  { return w.header }
+func (w *discardWriter) WriteHeader(code int) { w.code = code }
+func (w *discardWriter) Write(p []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	w.n += len(p)
+	return len(p), nil
 }
