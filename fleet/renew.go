@@ -142,12 +142,21 @@ func (s *Semaphore) renewal() ([]*Permit, fleetdriver.RenewRequest, time.Duratio
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var req fleetdriver.RenewRequest
+	now := time.Now()
 	if len(s.leases) == 0 && (len(s.degraded) == 0 || !s.renewNow) {
-		s.nextRenew = time.Time{}
 		s.renewNow = false
+		// Nothing to renew. A renewal still due later stays scheduled, and the worker sleeps
+		// until it: a lease granted before then is renewed at it, early, and registerLocked need
+		// not wake the worker. (Unscheduled at once, every uncontended Acquire after a Release
+		// woke the worker, which found the lease gone and unscheduled again: a goroutine wake-up
+		// per Acquire.)
+		if now.Before(s.nextRenew) {
+			return nil, req, s.nextRenew.Sub(now)
+		}
+		s.nextRenew = time.Time{}
 		return nil, req, 0
 	}
-	if now := time.Now(); !s.renewNow && now.Before(s.nextRenew) {
+	if !s.renewNow && now.Before(s.nextRenew) {
 		return nil, req, s.nextRenew.Sub(now)
 	}
 	s.renewNow = false

@@ -80,7 +80,7 @@ type Semaphore struct {
 	pending   []pendingRelease     // to release on the backend, retried until done or moot
 	retryAt   time.Time            // zero: no retry of pending scheduled
 	backoff   time.Duration        // the delay before the next retry, doubled on each failure
-	nextRenew time.Time            // zero: no renewal scheduled (no leases)
+	nextRenew time.Time            // zero: no renewal scheduled (no leases; one may stay scheduled without)
 	renewNow  bool                 // renew (re-register, register degraded permits) at once
 	watch     *time.Timer          // fires at watchAt, the earliest deadline of a lease
 	watchAt   time.Time            // zero: watch is not armed

@@ -251,3 +251,26 @@ func TestWithContextStopsWhenTheLeaseIsLost(t *testing.T) {
 		assert.Zero(t, s.Stats().Released)
 	})
 }
+
+// A lease granted while no other is held, but a renewal is still scheduled from one released
+// since, is renewed at that renewal's time: the Semaphore's goroutine is not woken for it (that
+// cost a wake-up per uncontended Acquire), so its timer must still be set.
+func TestLeaseGrantedAfterAReleaseIsRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := fleet.NewMemory()
+		s := newSem(t, m, "api", 1)
+		p, err := s.Acquire(t.Context(), 1)
+		require.NoError(t, err)
+		p.Release()
+		synctest.Wait() // the goroutine has looked: no lease, a renewal still scheduled
+		time.Sleep(ttl / 6)
+		p, err = s.Acquire(t.Context(), 1)
+		require.NoError(t, err)
+		time.Sleep(3 * ttl)
+		synctest.Wait()
+		require.NoError(t, p.Context().Err(), "renewed while held")
+		assert.Equal(t, int64(1), m.Held("api"))
+		assert.Zero(t, s.Stats().LeasesLost)
+		p.Release()
+	})
+}

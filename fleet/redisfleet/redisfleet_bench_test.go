@@ -21,7 +21,10 @@ import (
 // own, interleaved in one run: blocks of 64 fleet pairs and 64 bare pairs alternate, each pair
 // timed on its own, so that both see the same machine. It reports the p50 of each pair and their
 // ratio, and the time Redis spent running scripts per pair of each (INFO commandstats, read
-// between the blocks). ns/op is the time of both pairs together.
+// between the blocks). A third block, on the bare connection, sends two trivial scripts with the
+// keys and arguments of an Acquire and a Release, and replies of their shapes (args-p50-µs,
+// args-ratio beside the bare pair): what any two scripts of this protocol cost before they do
+// anything. ns/op is the time of the three pairs together.
 func BenchmarkAcquireRelease(b *testing.B) {
 	srv := redistest.Start(b)
 	admin := srv.Client()
@@ -49,8 +52,22 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			}
 		}
 	}
+	keys, _ := redisfleet.Keys("bench")
+	keys = keys[:4] // s, l, q, qx: the semaphore scripts' KEYS
+	argsAcquire := redis.NewScript("return {1, 1796195696125580, 1796195696125580, 0, 0, 2000000, 0, 7}")
+	argsRelease := redis.NewScript("return {1, 0, 7}")
+	argsPair := func() {
+		m := "0123456789abcdef.1:8:1" // (a member as a Semaphore makes them)
+		if err := argsAcquire.Run(ctx, bare, keys, m, "2000000", "1", "800000", "0", "1a2b3c", "0").Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := argsRelease.Run(ctx, bare, keys, 1, m).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
 	const block = 64
 	fleetTimes, bareTimes := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
+	argsTimes := make([]time.Duration, 0, b.N)
 	var fleetUs, bareUs float64
 	timed := func(n int, pair func(), into *[]time.Duration) float64 {
 		b.StopTimer()
@@ -71,12 +88,15 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		n := min(block, b.N-done)
 		fleetUs += timed(n, fleetPair, &fleetTimes)
 		bareUs += timed(n, barePair, &bareTimes)
+		timed(n, argsPair, &argsTimes)
 	}
 	b.StopTimer()
-	fp, bp := p50(fleetTimes), p50(bareTimes)
+	fp, bp, ap := p50(fleetTimes), p50(bareTimes), p50(argsTimes)
 	b.ReportMetric(float64(fp.Nanoseconds())/1e3, "fleet-p50-µs")
 	b.ReportMetric(float64(bp.Nanoseconds())/1e3, "evalsha-p50-µs")
 	b.ReportMetric(float64(fp)/float64(bp), "p50-ratio")
+	b.ReportMetric(float64(ap.Nanoseconds())/1e3, "args-p50-µs")
+	b.ReportMetric(float64(ap)/float64(bp), "args-ratio")
 	b.ReportMetric(fleetUs/float64(b.N), "fleet-script-µs")
 	b.ReportMetric(bareUs/float64(b.N), "evalsha-script-µs")
 }
