@@ -3,6 +3,7 @@ package otel
 import (
 	"context"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/goloom/loom/exporters/internal/kept"
 	"github.com/goloom/loom/limiter"
 )
 
@@ -28,8 +30,7 @@ func TestExporterForgetsLeftNames(t *testing.T) {
 	kept := func(name string) bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		_, ok := e.names[nameKey{"loom.limiter.name", name}]
-		return ok
+		return slices.Contains(e.names.Keys(), kept.Key{Label: "loom.limiter.name", Name: name})
 	}
 	const name = "otel-kept-forget"
 	func() {

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/goloom/loom/exporters/internal/kept"
 	"github.com/goloom/loom/internal/registry"
 )
 
@@ -131,27 +132,12 @@ var largest = []string{"capacity"}
 // the families' tables, and the attributes of each name it observed at the last collection: a
 // collection makes attribute sets only for names it did not know, and a name absent from a
 // collection is forgotten (making the 6,000 sets of 1,000 limiters at each collection was a
-// tenth of it, BenchmarkCollect). mu serializes the collections and guards the rest.
+// fifth of it, BenchmarkCollect). mu serializes the collections and guards names.
 type exporter struct {
 	instruments []metric.Int64Observable
 
-	mu          sync.Mutex
-	collections uint64             // the collections so far, the current one included
-	names       map[nameKey]*named // every name of the last collection, and those of this one so far
-	seen        int                // the names the current collection has observed
-}
-
-// A nameKey is one name of one family.
-type nameKey struct {
-	attr attribute.Key
-	name string
-}
-
-// A named is what an exporter keeps of one name: the attributes of each instrument of its family
-// (never changed once made), and the last collection that observed it.
-type named struct {
-	collection uint64
-	attrs      []metric.ObserveOption
+	mu    sync.Mutex
+	names kept.Names[[]metric.ObserveOption] // per name, the attributes of each instrument of its family
 }
 
 func (e *exporter) observe(_ context.Context, o metric.Observer) error {
@@ -167,55 +153,35 @@ func (e *exporter) observe(_ context.Context, o metric.Observer) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.collections++
-	e.seen = 0
+	e.names.Begin()
 	instruments := e.instruments
 	for i, f := range families {
 		obs := instruments[:len(f.instruments)]
 		instruments = instruments[len(f.instruments):]
 		for _, r := range recs[i] {
-			n := e.named(f, r.Name)
+			attrs := e.names.Get(kept.Key{Label: string(f.attr), Name: r.Name}, func() []metric.ObserveOption { return f.attributes(r.Name) })
 			for j, in := range f.instruments {
 				// A stat the record lacks is left out: the tests fail when one of the names
 				// the table reads goes missing from limiter.Stats or fleet.Stats.
 				if v, ok := r.Stat(in.stat); ok {
-					o.ObserveInt64(obs[j], v, n.attrs[j])
+					o.ObserveInt64(obs[j], v, attrs[j])
 				}
 			}
 		}
 	}
-	if e.seen < len(e.names) {
-		for k, n := range e.names {
-			if n.collection != e.collections {
-				delete(e.names, k)
-			}
-		}
-	}
+	e.names.End()
 	return nil
 }
 
-// named returns what e keeps of the name of family f, marked as observed by this collection:
-// that of the last collection, or the attributes made now.
-func (e *exporter) named(f family, name string) *named {
-	k := nameKey{f.attr, name}
-	n, ok := e.names[k]
-	if !ok {
-		n = &named{attrs: make([]metric.ObserveOption, len(f.instruments))}
-		plain := metric.WithAttributeSet(attribute.NewSet(f.attr.String(name)))
-		for j, in := range f.instruments {
-			n.attrs[j] = plain
-			if in.outcome != "" {
-				n.attrs[j] = metric.WithAttributeSet(attribute.NewSet(f.attr.String(name), outcomeAttr.String(in.outcome)))
-			}
+// attributes makes the attributes of each instrument of f for the name.
+func (f family) attributes(name string) []metric.ObserveOption {
+	attrs := make([]metric.ObserveOption, len(f.instruments))
+	plain := metric.WithAttributeSet(attribute.NewSet(f.attr.String(name)))
+	for j, in := range f.instruments {
+		attrs[j] = plain
+		if in.outcome != "" {
+			attrs[j] = metric.WithAttributeSet(attribute.NewSet(f.attr.String(name), outcomeAttr.String(in.outcome)))
 		}
-		if e.names == nil {
-			e.names = map[nameKey]*named{}
-		}
-		e.names[k] = n
 	}
-	if n.collection != e.collections {
-		n.collection = e.collections
-		e.seen++
-	}
-	return n
+	return attrs
 }

@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/goloom/loom/exporters/internal/kept"
 	"github.com/goloom/loom/internal/registry"
 )
 
@@ -16,27 +17,20 @@ import (
 // the process (see the package documentation for the metrics). Register it on any registry,
 // once per registry: each scrape reads loom's registry afresh, so every collector shows the same
 // numbers. It is safe for concurrent scrapes.
-func NewCollector() prometheus.Collector { return &collector{names: map[labelKey]*named{}} }
+func NewCollector() prometheus.Collector { return &collector{} }
 
 // A collector keeps, between scrapes, the series of each name it exported at the last one, so
 // that a scrape makes no label pair, nor a sample whose value has not changed, for a name it
 // already knew; a name absent from a scrape is forgotten. mu serializes the scrapes of one
 // collector and guards the rest.
 type collector struct {
-	mu      sync.Mutex
-	scrapes uint64              // the scrapes so far, the current one included
-	seen    int                 // the names the current scrape has read
-	names   map[labelKey]*named // every name of the last scrape, and those of this one read so far
+	mu    sync.Mutex
+	names kept.Names[*named]
 }
 
-// A labelKey is one name of one family.
-type labelKey struct{ label, name string }
-
 // A named is what a collector keeps of one name of one family: the label pairs and the last
-// sample of each metric of the family's table (nil for a stat the record lacked), and the last
-// scrape that read the name.
+// sample of each metric of the family's table (nil for a stat the record lacked).
 type named struct {
-	scrape  uint64
 	labels  [][]*dto.LabelPair // never changed once made: the samples share them
 	samples []*sample          // each immutable once sent: a Gather's result may point into it
 }
@@ -135,18 +129,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.scrapes++
-	c.seen = 0
+	c.names.Begin()
 	c.collect(ch, limiterMetrics, limiterLabel, limiters)
 	c.collect(ch, semaphoreMetrics, semaphoreLabel, semaphores)
 	c.collect(ch, scopeMetrics, scopeLabel, scopes)
-	if c.seen < len(c.names) {
-		for k, n := range c.names {
-			if n.scrape != c.scrapes {
-				delete(c.names, k)
-			}
-		}
-	}
+	c.names.End()
 }
 
 // collect sends the samples of each record, sorted by name. A stat the record lacks is left out:
@@ -160,7 +147,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 func (c *collector) collect(ch chan<- prometheus.Metric, ms []metric, label string, recs []registry.LimiterRecord) {
 	slices.SortFunc(recs, func(a, b registry.LimiterRecord) int { return strings.Compare(a.Name, b.Name) })
 	for _, r := range recs {
-		n := c.named(ms, labelKey{label, r.Name})
+		n := c.names.Get(kept.Key{Label: label, Name: r.Name}, func() *named { return newNamed(ms, label, r.Name) })
 		for i, m := range ms {
 			v, ok := r.Stat(m.stat)
 			if !ok {
@@ -176,24 +163,15 @@ func (c *collector) collect(ch chan<- prometheus.Metric, ms []metric, label stri
 	}
 }
 
-// named returns what c keeps of the name k, marked as read by this scrape: that of the last
-// scrape, or new label pairs and no sample.
-func (c *collector) named(ms []metric, k labelKey) *named {
-	n, ok := c.names[k]
-	if !ok {
-		name := &dto.LabelPair{Name: proto.String(k.label), Value: proto.String(k.name)}
-		n = &named{labels: make([][]*dto.LabelPair, len(ms)), samples: make([]*sample, len(ms))}
-		for i, m := range ms {
-			n.labels[i] = []*dto.LabelPair{name}
-			if m.outcome != "" { // "limiter" < "outcome": sorted by name, as label pairs must be
-				n.labels[i] = append(n.labels[i], &dto.LabelPair{Name: proto.String(outcomeLabel), Value: proto.String(m.outcome)})
-			}
+// newNamed makes the label pairs of the name of a family of metrics ms, and no sample yet.
+func newNamed(ms []metric, label, name string) *named {
+	pair := &dto.LabelPair{Name: proto.String(label), Value: proto.String(name)}
+	n := &named{labels: make([][]*dto.LabelPair, len(ms)), samples: make([]*sample, len(ms))}
+	for i, m := range ms {
+		n.labels[i] = []*dto.LabelPair{pair}
+		if m.outcome != "" { // "limiter" < "outcome": sorted by name, as label pairs must be
+			n.labels[i] = append(n.labels[i], &dto.LabelPair{Name: proto.String(outcomeLabel), Value: proto.String(m.outcome)})
 		}
-		c.names[k] = n
-	}
-	if n.scrape != c.scrapes {
-		n.scrape = c.scrapes
-		c.seen++
 	}
 	return n
 }

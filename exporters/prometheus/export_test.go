@@ -19,8 +19,8 @@ func Kept(c any) []string {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	var out []string
-	for k := range cc.names {
-		out = append(out, k.label+"="+k.name)
+	for _, k := range cc.names.Keys() {
+		out = append(out, k.Label+"="+k.Name)
 	}
 	return out
 }
